@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The README's two commands:
+#   ./dev.sh run    build, then run the main job on the embedded default data
+#   ./dev.sh test   build, then run every test (what .ci/run calls)
+# Both install missing Debian packages first (apt-get, with sudo when not root).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+BUILD_DIR=${LOWBIT_BUILD_DIR:-build}
+PACKAGES="cmake ninja-build g++ git libeigen3-dev libboost-dev catch2 libcli11-dev libfmt-dev nlohmann-json3-dev
+          python3 python3-venv python3-matplotlib"
+
+install_packages() {
+  local missing=()
+  for p in $PACKAGES; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "dev.sh: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# Independent implementations the cross-check tests compare against (PyPI); the tests that need
+# them report themselves skipped when this fails (no network).
+python_oracles() {
+  local venv="$BUILD_DIR/oracle-venv"
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ml_dtypes, gfloat" 2>/dev/null && return
+  { python3 -m venv "$venv" && "$venv/bin/pip" install -q "ml_dtypes==0.6.0" "gfloat==0.5.2" "numpy<3"; } ||
+    echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
+}
+
+build() {
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON="$BUILD_DIR/oracle-venv/bin/python"
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+case "${1:-}" in
+  run)
+    install_packages
+    build
+    "$BUILD_DIR/experiments/lowbit" tour
+    ;;
+  test)
+    install_packages
+    python_oracles
+    build
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)"
+    ;;
+  *)
+    echo "usage: ./dev.sh run | test" >&2
+    exit 2
+    ;;
+esac

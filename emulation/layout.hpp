@@ -1,0 +1,119 @@
+// Thread/value -> (row, col) maps of tensor-core fragments, as data (host and device).
+//
+// Every PTX mma/wgmma register fragment is linear over the bits of the thread index and of the
+// value index: each bit set adds a fixed (row, col) offset. A fragment is therefore a pair of
+// bases, read the same way by the CPU instruction models, the quantizers' per-thread groups and
+// the CUDA probes and kernels (nothing about fragments is typed twice).
+//
+// Orientation is the math one: A is m x k (row = m, col = k), B is k x n (row = k, col = n),
+// C and D are m x n. Value i is the i-th element in PTX's numbering (a0, a1, ... of the
+// instruction's fragment figure), packed registers unpacked low half first.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "emulation/format.hpp"  // LOWBIT_HD
+
+namespace lowbit::layout {
+
+struct Offset {
+  int row = 0;
+  int col = 0;
+};
+
+struct Fragment {
+  int rows = 0, cols = 0;   // the tile one instruction covers
+  int thread_bits = 0;      // 5: a warp; 7: a warpgroup
+  int value_count = 0;      // elements per thread
+  std::array<Offset, 7> thread_basis{};  // offset added by bit b of the thread index
+  std::array<Offset, 8> value_basis{};   // offset added by bit b of the value index
+
+  LOWBIT_HD constexpr int threads() const { return 1 << thread_bits; }
+  LOWBIT_HD constexpr Offset operator()(int thread, int value) const {
+    Offset o;
+    for (int b = 0; b < thread_bits; ++b)
+      if ((thread >> b) & 1) o.row += thread_basis[b].row, o.col += thread_basis[b].col;
+    for (int b = 0; b < 8; ++b)
+      if ((value >> b) & 1) o.row += value_basis[b].row, o.col += value_basis[b].col;
+    return o;
+  }
+};
+
+namespace detail {
+// The common shape of mma.sync fragments: lane = 4 * groupID + threadID_in_group; consecutive
+// values first run along `inner` (pack elements per 32-bit register), then the PTX
+// fragment's 8-row / k-half steps.
+LOWBIT_HD constexpr Fragment warp_fragment(int rows, int cols, std::array<Offset, 2> lane_in_group,
+                                           std::array<Offset, 3> group, std::array<Offset, 8> values, int value_count) {
+  Fragment f;
+  f.rows = rows;
+  f.cols = cols;
+  f.thread_bits = 5;
+  f.value_count = value_count;
+  f.thread_basis = {lane_in_group[0], lane_in_group[1], group[0], group[1], group[2], Offset{}, Offset{}};
+  f.value_basis = values;
+  return f;
+}
+// Stacks a warp fragment over the 4 warps of a warpgroup, 16 rows apart (wgmma's A and D).
+LOWBIT_HD constexpr Fragment warpgroup_fragment(Fragment warp, int rows) {
+  warp.rows = rows;
+  warp.thread_bits = 7;
+  warp.thread_basis[5] = {16, 0};
+  warp.thread_basis[6] = {32, 0};
+  return warp;
+}
+// log2 of a power of two, rounded up otherwise.
+LOWBIT_HD constexpr int log2_exact(int v) {
+  int b = 0;
+  while ((1 << b) < v) ++b;
+  return b;
+}
+}  // namespace detail
+
+// mma.m16n8k16 .f16/.bf16 (PTX ISA "Matrix Fragments for mma.m16n8k16 with floating point type").
+// A: row = groupID + 8*((i>>1)&1), col = 2*threadID_in_group + (i&1) + 8*(i>>2).
+inline constexpr Fragment mma_m16n8k16_a16 = detail::warp_fragment(
+    16, 16, {Offset{0, 2}, Offset{0, 4}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}},
+    {Offset{0, 1}, Offset{8, 0}, Offset{0, 8}}, 8);
+// B (k x n): row = 2*threadID_in_group + (i&1) + 8*(i>>1), col = groupID.
+inline constexpr Fragment mma_m16n8k16_b16 = detail::warp_fragment(
+    16, 8, {Offset{2, 0}, Offset{4, 0}}, {Offset{0, 1}, Offset{0, 2}, Offset{0, 4}}, {Offset{1, 0}, Offset{8, 0}}, 4);
+// C/D of every m16n8 shape: row = groupID + 8*(i>>1), col = 2*threadID_in_group + (i&1).
+inline constexpr Fragment mma_m16n8_c = detail::warp_fragment(
+    16, 8, {Offset{0, 2}, Offset{0, 4}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}}, {Offset{0, 1}, Offset{8, 0}}, 4);
+// mma.m16n8k32 with 8-bit A (.s8/.u8/.e4m3/.e5m2):
+// row = groupID + 8*((i>>2)&1), col = 4*threadID_in_group + (i&3) + 16*(i>>3).
+inline constexpr Fragment mma_m16n8k32_a8 = detail::warp_fragment(
+    16, 32, {Offset{0, 4}, Offset{0, 8}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}},
+    {Offset{0, 1}, Offset{0, 2}, Offset{8, 0}, Offset{0, 16}}, 16);
+// B (k x n): row = 4*threadID_in_group + (i&3) + 16*(i>>2), col = groupID.
+inline constexpr Fragment mma_m16n8k32_b8 = detail::warp_fragment(
+    32, 8, {Offset{4, 0}, Offset{8, 0}}, {Offset{0, 1}, Offset{0, 2}, Offset{0, 4}},
+    {Offset{1, 0}, Offset{2, 0}, Offset{16, 0}}, 8);
+// mma.m16n8k64 with 4-bit A (.s4/.u4/.e2m1):
+// row = groupID + 8*((i>>3)&1), col = 8*threadID_in_group + (i&7) + 32*(i>>4).
+inline constexpr Fragment mma_m16n8k64_a4 = detail::warp_fragment(
+    16, 64, {Offset{0, 8}, Offset{0, 16}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}},
+    {Offset{0, 1}, Offset{0, 2}, Offset{0, 4}, Offset{8, 0}, Offset{0, 32}}, 32);
+// B (k x n): row = 8*threadID_in_group + (i&7) + 32*(i>>3), col = groupID.
+inline constexpr Fragment mma_m16n8k64_b4 = detail::warp_fragment(
+    64, 8, {Offset{8, 0}, Offset{16, 0}}, {Offset{0, 1}, Offset{0, 2}, Offset{0, 4}},
+    {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}, Offset{32, 0}}, 16);
+
+// wgmma: warp w of the warpgroup owns rows 16w..16w+15 of A (from registers) and of D.
+// A (.f16/.bf16, k16) is the mma m16n8k16 A fragment per warp; A (8-bit, k32) the m16n8k32 one.
+inline constexpr Fragment wgmma_m64k16_a16 = detail::warpgroup_fragment(mma_m16n8k16_a16, 64);
+inline constexpr Fragment wgmma_m64k32_a8 = detail::warpgroup_fragment(mma_m16n8k32_a8, 64);
+// D of wgmma m64nN: row = 16*warp + groupID + 8*((i>>1)&1),
+// col = 8*(i>>2) + 2*threadID_in_group + (i&1), for n/8 column tiles.
+LOWBIT_HD constexpr Fragment wgmma_m64_d(int n) {
+  Fragment f = detail::warpgroup_fragment(mma_m16n8_c, 64);
+  f.cols = n;
+  f.value_count = n / 2;
+  for (int b = 2; b < 2 + detail::log2_exact(n / 8); ++b) f.value_basis[b] = {0, 8 << (b - 2)};
+  return f;
+}
+
+}  // namespace lowbit::layout

@@ -1,0 +1,12 @@
+// Subcommands of the `lowbit` program. Each add_* function registers one or more subcommands;
+// their actions store the process exit code in `exit_code`.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace lowbit::cli {
+
+void add_format_commands(CLI::App& app, int& exit_code);   // formats, format
+void add_convert_command(CLI::App& app, int& exit_code);   // convert
+
+}  // namespace lowbit::cli

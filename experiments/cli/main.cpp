@@ -1,0 +1,21 @@
+#include <exception>
+#include <iostream>
+
+#include "experiments/cli/command.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"lowbit: bit-exact emulation of low-precision number formats and tensor-core arithmetic"};
+  app.require_subcommand(1);
+  int exit_code = 0;
+  lowbit::cli::add_format_commands(app, exit_code);
+  lowbit::cli::add_convert_command(app, exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::cerr << "lowbit: error: " << e.what() << "\n";
+    return 1;
+  }
+  return exit_code;
+}
