@@ -1,0 +1,98 @@
+#include "emulation/mma/vectors.hpp"
+
+#include <charconv>
+#include <stdexcept>
+
+namespace lowbit::mma {
+namespace {
+
+constexpr const char* kHex = "0123456789abcdef";
+
+template <class T>
+std::string hex_field(const std::vector<T>& values, int digits) {
+  std::string s(values.size() * std::size_t(digits), '0');
+  for (std::size_t i = 0; i < values.size(); ++i)
+    for (int d = 0; d < digits; ++d) s[i * digits + d] = kHex[(values[i] >> (4 * (digits - 1 - d))) & 0xf];
+  return s;
+}
+
+// Splits a hex string into `count` codes; the error names the field.
+template <class T>
+std::optional<std::string> read_hex_field(const nlohmann::json& j, const char* name, std::size_t count, int* digits,
+                                          std::vector<T>& out) {
+  if (!j.contains(name)) return std::string("missing field '") + name + "'";
+  if (!j[name].is_string()) return std::string("field '") + name + "' is not a string";
+  const auto& s = j[name].get_ref<const std::string&>();
+  if (count == 0 || s.size() % count != 0)
+    return std::string("field '") + name + "' has " + std::to_string(s.size()) + " hex digits, not a multiple of " +
+           std::to_string(count) + " elements";
+  const int width = int(s.size() / count);
+  if (width != 1 && width != 2 && width != 4 && width != 8)
+    return std::string("field '") + name + "': " + std::to_string(width) + " hex digits per element (expected 1, 2, 4 or 8)";
+  if (digits) *digits = width;
+  out.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t v = 0;
+    const char* first = s.data() + i * width;
+    auto [ptr, ec] = std::from_chars(first, first + width, v, 16);
+    if (ec != std::errc{} || ptr != first + width)
+      return std::string("field '") + name + "': element " + std::to_string(i) + " '" + std::string(first, width) +
+             "' is not hex";
+    out[i] = T(v);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string to_json_line(const Tile& t) {
+  const auto mk = std::size_t(t.m) * t.k, kn = std::size_t(t.k) * t.n, mn = std::size_t(t.m) * t.n;
+  if (t.a.size() != mk || t.b.size() != kn || t.c.size() != mn || t.d.size() != mn)
+    throw std::invalid_argument("tile of " + t.instruction + ": field sizes do not match m, n, k");
+  nlohmann::ordered_json j;
+  j["arch"] = t.arch;
+  j["device"] = t.device;
+  j["instruction"] = t.instruction;
+  j["m"] = t.m;
+  j["n"] = t.n;
+  j["k"] = t.k;
+  j["a"] = hex_field(t.a, t.a_digits);
+  j["b"] = hex_field(t.b, t.b_digits);
+  j["c"] = hex_field(t.c, 8);
+  j["d"] = hex_field(t.d, 8);
+  for (const auto& [key, value] : t.extra.items()) j[key] = value;
+  return j.dump();
+}
+
+ParsedTile parse_tile_line(std::string_view line) {
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return {std::nullopt, "not valid JSON"};
+  if (!j.is_object()) return {std::nullopt, "not a JSON object"};
+  Tile t;
+  for (const char* name : {"arch", "device", "instruction"}) {
+    if (!j.contains(name) || !j[name].is_string()) return {std::nullopt, std::string("field '") + name + "' missing or not a string"};
+  }
+  t.arch = j["arch"];
+  t.device = j["device"];
+  t.instruction = j["instruction"];
+  for (auto [name, field] : {std::pair{"m", &t.m}, std::pair{"n", &t.n}, std::pair{"k", &t.k}}) {
+    if (!j.contains(name) || !j[name].is_number_integer()) return {std::nullopt, std::string("field '") + name + "' missing or not an integer"};
+    const auto v = j[name].get<long long>();
+    if (v < 1 || v > 4096) return {std::nullopt, std::string("field '") + name + "' = " + std::to_string(v) + " is outside 1..4096"};
+    *field = int(v);
+  }
+  const auto mk = std::size_t(t.m) * t.k, kn = std::size_t(t.k) * t.n, mn = std::size_t(t.m) * t.n;
+  int c_digits = 0, d_digits = 0;
+  if (auto e = read_hex_field(j, "a", mk, &t.a_digits, t.a)) return {std::nullopt, *e};
+  if (auto e = read_hex_field(j, "b", kn, &t.b_digits, t.b)) return {std::nullopt, *e};
+  if (auto e = read_hex_field(j, "c", mn, &c_digits, t.c)) return {std::nullopt, *e};
+  if (auto e = read_hex_field(j, "d", mn, &d_digits, t.d)) return {std::nullopt, *e};
+  if (c_digits != 8 || d_digits != 8) return {std::nullopt, "fields 'c' and 'd' need 8 hex digits per element"};
+  for (const auto& [key, value] : j.items())
+    if (key != "arch" && key != "device" && key != "instruction" && key != "m" && key != "n" && key != "k" &&
+        key != "a" && key != "b" && key != "c" && key != "d")
+      t.extra[key] = value;
+  return {std::move(t), ""};
+}
+
+}  // namespace lowbit::mma

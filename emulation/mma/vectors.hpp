@@ -1,0 +1,41 @@
+// MMA test-vector files (JSON Lines, ../shared/spec/mma-vectors.md): one recorded tile a line.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "emulation/format.hpp"
+
+namespace lowbit::mma {
+
+struct Tile {
+  std::string arch;         // "sm_90"
+  std::string device;       // "NVIDIA H200"
+  std::string instruction;  // full PTX name
+  int m = 0, n = 0, k = 0;
+  int a_digits = 0, b_digits = 0;  // hex digits per element code: 1, 2 or 4
+  std::vector<Code> a;             // m x k, row-major
+  std::vector<Code> b;             // k x n, row-major (math orientation)
+  std::vector<std::uint32_t> c;    // m x n binary32 (or s32) bit patterns
+  std::vector<std::uint32_t> d;
+  nlohmann::json extra = nlohmann::json::object();  // fields this reader does not interpret
+};
+
+// One line, no trailing newline. Throws std::invalid_argument if the field sizes disagree
+// with m, n, k.
+std::string to_json_line(const Tile& tile);
+
+struct ParsedTile {
+  std::optional<Tile> tile;
+  std::string error;  // why the line was rejected (which field, what is wrong)
+};
+// Element widths are read off the field lengths (len(a) / (m*k) hex digits per code).
+ParsedTile parse_tile_line(std::string_view line);
+
+}  // namespace lowbit::mma
