@@ -6,15 +6,6 @@
 namespace lowbit {
 namespace {
 
-// Where the discarded bits lie relative to half an ulp of the kept part.
-enum class Remainder { exact, below_half, half, above_half };
-
-struct Split {
-  std::uint64_t kept;  // |x| / 2^q, truncated
-  Remainder remainder;
-  std::uint64_t fraction_top;  // the first `random_bits` discarded bits (stochastic rounding)
-};
-
 // |x| = significand * 2^exponent exactly, significand < 2^53.
 struct Exact {
   std::uint64_t significand;
@@ -29,50 +20,54 @@ Exact decompose(double magnitude) {
   return {fraction | (std::uint64_t{1} << 52), biased - 1075};
 }
 
-// Splits significand * 2^exponent at the bit of weight 2^q.
-Split split_at(Exact v, int q, int random_bits) {
+// Where the bits truncation discards lie relative to half of the last kept bit.
+enum class Remainder : std::uint8_t { exact, below_half, half, above_half };
+
+struct Truncated {
+  std::uint64_t kept;  // floor(|x| / 2^q)
+  Remainder remainder;
+  std::uint64_t fraction_top;  // floor(discarded fraction * 2^random_bits), for stochastic rounding
+};
+
+// Truncates significand * 2^exponent at the bit of weight 2^q; random_bits <= 63.
+Truncated truncate_at(Exact v, int q, int random_bits) {
   const int shift = q - v.exponent;
   if (shift <= 0) return {v.significand << -shift, Remainder::exact, 0};
-  using u128 = unsigned __int128;
-  const u128 discarded_scale = u128{1} << (shift < 127 ? shift : 127);
-  const std::uint64_t kept = shift >= 64 ? 0 : v.significand >> shift;
-  const u128 remainder = shift >= 64 ? u128{v.significand} : u128{v.significand & ((std::uint64_t{1} << shift) - 1)};
-  Remainder where = Remainder::exact;
-  if (shift >= 127) {
-    where = remainder ? Remainder::below_half : Remainder::exact;
-  } else if (remainder != 0) {
-    const u128 half = discarded_scale >> 1;
-    where = remainder < half ? Remainder::below_half : remainder == half ? Remainder::half : Remainder::above_half;
+  if (shift >= 64) {
+    // All discarded, and below half: the significand is below 2^53 < 2^(shift - 1).
+    const int down = shift - random_bits;  // >= 1
+    return {0, v.significand == 0 ? Remainder::exact : Remainder::below_half, down >= 64 ? 0 : v.significand >> down};
   }
-  std::uint64_t fraction_top = 0;
-  if (random_bits > 0 && shift < 127) {
-    // floor(remainder / 2^shift * 2^random_bits); random_bits <= 63 and remainder < 2^64.
-    fraction_top = shift >= random_bits ? std::uint64_t(remainder >> (shift - random_bits))
-                                        : std::uint64_t(remainder << (random_bits - shift));
-  }
-  return {kept, where, fraction_top};
+  const std::uint64_t discarded = v.significand & ((std::uint64_t{1} << shift) - 1);
+  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+  const Remainder remainder = discarded == 0     ? Remainder::exact
+                              : discarded < half ? Remainder::below_half
+                              : discarded == half ? Remainder::half
+                                                  : Remainder::above_half;
+  // discarded < 2^shift, so the left shift stays below 2^random_bits.
+  const std::uint64_t fraction_top = random_bits == 0        ? 0
+                                     : shift >= random_bits ? discarded >> (shift - random_bits)
+                                                            : discarded << (random_bits - shift);
+  return {v.significand >> shift, remainder, fraction_top};
 }
 
 int random_bits_for(const ConversionOptions& o) { return o.rounding == Rounding::stochastic ? o.random_bits : 0; }
 
-bool rounds_up(const Split& s, Rounding mode, bool negative, const ConversionOptions& o, std::uint64_t index) {
-  const bool inexact = s.remainder != Remainder::exact;
-  switch (mode) {
+// Whether the result is the neighbour away from zero rather than the truncated code, whose last
+// bit is `odd` (ties-to-even and round-to-odd look at the code, as P3109 defines them).
+bool rounds_away(const Truncated& t, bool odd, bool negative, const ConversionOptions& o, std::uint64_t index) {
+  const bool inexact = t.remainder != Remainder::exact;
+  switch (o.rounding) {
     case Rounding::nearest_even:
-      return s.remainder == Remainder::above_half || (s.remainder == Remainder::half && (s.kept & 1));
-    case Rounding::nearest_away: return s.remainder == Remainder::above_half || s.remainder == Remainder::half;
+      return t.remainder == Remainder::above_half || (t.remainder == Remainder::half && odd);
+    case Rounding::nearest_away: return t.remainder == Remainder::above_half || t.remainder == Remainder::half;
     case Rounding::toward_zero: return false;
     case Rounding::toward_positive: return inexact && !negative;
     case Rounding::toward_negative: return inexact && negative;
-    case Rounding::odd: return false;  // handled by the caller: the last bit is forced to 1
-    case Rounding::stochastic: return inexact && stochastic_bits(o.seed, index, o.random_bits) < s.fraction_top;
+    case Rounding::odd: return inexact && !odd;
+    case Rounding::stochastic: return inexact && stochastic_bits(o.seed, index, o.random_bits) < t.fraction_top;
   }
   return false;
-}
-
-std::uint64_t round_split(const Split& s, bool negative, const ConversionOptions& o, std::uint64_t index) {
-  if (o.rounding == Rounding::odd) return s.remainder == Remainder::exact ? s.kept : (s.kept | 1);
-  return s.kept + (rounds_up(s, o.rounding, negative, o, index) ? 1 : 0);
 }
 
 // A rounding direction toward zero for this sign never overflows to Inf/NaN (IEEE 754 §7.4).
@@ -81,19 +76,20 @@ bool rounds_toward_zero(Rounding mode, bool negative) {
          (mode == Rounding::toward_positive && negative);
 }
 
-Code signed_nan(const Format& f, bool negative) {
-  if (f.nan == NanEncoding::negative_zero) return f.sign_mask();
-  return (negative ? f.sign_mask() : 0) | f.canonical_nan();
-}
-
 Code overflow_code(const Format& f, bool negative, Overflow policy) {
   const Code sign = negative ? f.sign_mask() : 0;
   switch (policy) {
     case Overflow::saturate: return sign | f.max_finite_magnitude();
     case Overflow::inf: return f.inf_code(negative);
-    case Overflow::nan: return signed_nan(f, negative);
+    case Overflow::nan: return f.nan == NanEncoding::negative_zero ? f.sign_mask() : sign | f.canonical_nan();
   }
   return sign | f.max_finite_magnitude();
+}
+
+// Zero with the sign of x, except where the negative-zero code is NaN (fnuz, P3109 signed).
+// Formats without zero: their smallest value of that sign.
+Code zero_code(const Format& f, bool negative) {
+  return negative && f.nan != NanEncoding::negative_zero ? f.sign_mask() : 0;
 }
 
 Code encode_integer(const Format& f, double x, const ConversionOptions& o, std::uint64_t index) {
@@ -104,7 +100,11 @@ Code encode_integer(const Format& f, double x, const ConversionOptions& o, std::
   const std::uint64_t limit = negative ? positive_limit + 1 : positive_limit;
   const double magnitude = std::fabs(x);
   std::uint64_t n = limit;
-  if (magnitude < 0x1p62) n = round_split(split_at(decompose(magnitude), 0, random_bits_for(o)), negative, o, index);
+  if (magnitude < 0x1p62) {
+    // Two's complement keeps the magnitude's last bit, so its parity is the code's.
+    const Truncated t = truncate_at(decompose(magnitude), 0, random_bits_for(o));
+    n = t.kept + (rounds_away(t, t.kept & 1, negative, o, index) ? 1 : 0);
+  }
   if (n > limit) n = limit;
   const Code mask = f.code_count_minus_one();
   return negative ? Code((~n + 1) & mask) : Code(n);
@@ -125,40 +125,44 @@ std::uint64_t stochastic_bits(std::uint64_t seed, std::uint64_t index, int bits)
 Code encode(const Format& f, double x, const ConversionOptions& o, std::uint64_t index) {
   if (f.is_integer()) return encode_integer(f, x, o, index);
   if (std::isnan(x)) return f.has_nan() ? f.canonical_nan() : f.max_finite_magnitude();
-  bool negative = std::signbit(x);
-  if (!f.is_signed) negative = false;  // unsigned floating formats encode |x|
-  const Code sign = negative ? f.sign_mask() : 0;
+  const bool negative = f.is_signed && std::signbit(x);  // unsigned floating formats encode |x|
   if (std::isinf(x)) return overflow_code(f, negative, o.overflow);
-  const double magnitude = std::fabs(x);
-  if (magnitude == 0) return sign;  // +-0, or the smallest value of a format without zero
+  if (x == 0) return zero_code(f, negative);
 
-  const Exact v = decompose(magnitude);
+  // Step 1: truncate |x| toward zero to a magnitude code. Field 0 holds the subnormals (or,
+  // without subnormals, only zero; without zero it is the lowest binade).
+  const Exact v = decompose(std::fabs(x));
   const int exponent = (63 - std::countl_zero(v.significand)) + v.exponent;  // floor(log2 |x|)
   const int m = f.mantissa_bits;
   const int emin = f.min_exponent();
-  const int q = exponent >= emin ? exponent - m : f.subnormals ? emin - m : emin;
-  std::uint64_t n = round_split(split_at(v, q, random_bits_for(o)), negative, o, index);
-  if (n == 0) return sign;
-
-  // n * 2^q, put into [sign][exponent field][mantissa] form.
-  const int top_bit = 63 - std::countl_zero(n);
-  const int result_exponent = top_bit + q;
-  std::uint64_t magnitude_code;
-  if (result_exponent >= emin) {
-    const int shift = m - top_bit;  // exact: a carry leaves a power of two
-    const std::uint64_t significand = shift >= 0 ? n << shift : n >> -shift;
-    const std::uint64_t field = std::uint64_t(result_exponent - emin) + (f.has_zero ? 1 : 0);
-    if (field > std::uint64_t(f.exponent_field_max())) return rounds_toward_zero(o.rounding, negative)
-                                                            ? sign | f.max_finite_magnitude()
-                                                            : overflow_code(f, negative, o.overflow);
-    magnitude_code = (field << m) | (significand & f.mantissa_mask());
+  const int random_bits = random_bits_for(o);
+  Truncated t;
+  std::uint64_t truncated;   // magnitude code of the value toward zero (may lie past max finite)
+  std::uint64_t step = 1;    // code distance to the next value away from zero
+  if (exponent >= emin) {
+    t = truncate_at(v, exponent - m, random_bits);  // kept = 1.mantissa, m + 1 bits
+    const std::uint64_t field = std::uint64_t(exponent - emin) + (f.has_zero ? 1 : 0);
+    truncated = (field << m) | (t.kept & f.mantissa_mask());
+  } else if (!f.has_zero) {
+    return zero_code(f, negative);  // below the smallest value: clipped to it
+  } else if (f.subnormals) {
+    t = truncate_at(v, emin - m, random_bits);
+    truncated = t.kept;
   } else {
-    magnitude_code = n;  // subnormal: q == emin - m
+    t = truncate_at(v, emin, random_bits);  // kept 0: between zero and min normal
+    truncated = 0;
+    step = std::uint64_t{1} << m;
   }
-  if (magnitude_code > f.max_finite_magnitude())
-    return rounds_toward_zero(o.rounding, negative) ? sign | f.max_finite_magnitude()
+
+  // Step 2: round. Stepping a magnitude code by one reaches the next value, across binades too.
+  const std::uint64_t magnitude = truncated + (rounds_away(t, truncated & 1, negative, o, index) ? step : 0);
+
+  // Step 3: past max finite is overflow (the exponent was unbounded until here).
+  if (magnitude > f.max_finite_magnitude())
+    return rounds_toward_zero(o.rounding, negative) ? (negative ? f.sign_mask() : 0) | f.max_finite_magnitude()
                                                     : overflow_code(f, negative, o.overflow);
-  return sign | Code(magnitude_code);
+  if (magnitude == 0) return zero_code(f, negative);
+  return (negative ? f.sign_mask() : 0) | Code(magnitude);
 }
 
 void encode(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o,

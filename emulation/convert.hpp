@@ -51,8 +51,14 @@ struct ConversionOptions {
 //  * Infinite input follows the overflow policy (it is exact under Overflow::inf).
 //  * Unsigned floating formats encode |x| (as CUDA's e8m0 conversion does); unsigned integer
 //    formats clamp negative values to 0.
+//  * Ties-to-even and round-to-odd decide on the code's last bit (P3109's definition; the same
+//    as the significand's except for formats with 0 mantissa bits, e.g. ue8m0: 3 -> 2, 6 -> 8).
+//  * A zero result keeps the sign of x, except where the negative-zero code is NaN (fnuz,
+//    P3109 signed): there -0 and negative underflow give +0.
 //  * Formats without zero (ue8m0) clip results below their smallest value to it.
-//  * Without subnormals the interval below min normal has the two points 0 and min normal.
+//  * Without subnormals the interval below min normal has the two points 0 and min normal;
+//    zero counts as even and min normal as the step after it (a tie gives 0, round-to-odd
+//    gives min normal).
 //  * Integer formats saturate to [lowest, max].
 Code encode(const Format& f, double x, const ConversionOptions& options = {}, std::uint64_t index = 0);
 

@@ -244,8 +244,9 @@ std::optional<std::string> validate(const Format& f) {
   if (!f.has_zero && f.subnormals) return "subnormals: a format without zero has no subnormals";
   if (f.inf == InfEncoding::top_code && f.magnitude_mask() < (f.nan == NanEncoding::top_code ? 3u : 2u))
     return "inf=top: too few codes for Inf, NaN and a finite value";
-  const long long smallest = (long long)f.min_exponent() - (f.subnormals ? f.mantissa_bits : 0);
-  const long long largest = (long long)f.exponent_field_max() - f.bias + 1;
+  // In 64 bits: any int bias is accepted here, so min_exponent() itself could overflow.
+  const long long smallest = (f.has_zero ? 1LL : 0LL) - f.bias - (f.subnormals ? f.mantissa_bits : 0);
+  const long long largest = (long long)(f.max_finite_magnitude() >> f.mantissa_bits) - f.bias + 1;
   if (smallest < -1074 || largest > 1024)
     return "bias=" + bits(f.bias) + ": puts values at 2^" + std::to_string(smallest) + "..2^" + std::to_string(largest) +
            ", outside what a double holds exactly (2^-1074..2^1024)";

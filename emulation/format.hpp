@@ -60,11 +60,11 @@ struct Format {
   LOWBIT_HD constexpr bool is_integer() const { return kind == FormatKind::integer; }
   LOWBIT_HD constexpr int code_bits() const { return (is_signed ? 1 : 0) + exponent_bits + mantissa_bits; }
   LOWBIT_HD constexpr Code sign_mask() const { return is_signed ? Code{1} << (code_bits() - 1) : 0; }
-  LOWBIT_HD constexpr Code magnitude_mask() const { return (Code{1} << (exponent_bits + mantissa_bits)) - 1; }
-  LOWBIT_HD constexpr Code mantissa_mask() const { return (Code{1} << mantissa_bits) - 1; }
-  LOWBIT_HD constexpr Code code_count_minus_one() const {
-    return code_bits() == 32 ? ~Code{0} : (Code{1} << code_bits()) - 1;
-  }
+  // The low n bits set, 0 <= n <= 32 (a shift by 32 would be undefined).
+  LOWBIT_HD static constexpr Code low_bits(int n) { return n >= 32 ? ~Code{0} : (Code{1} << n) - 1; }
+  LOWBIT_HD constexpr Code magnitude_mask() const { return low_bits(exponent_bits + mantissa_bits); }
+  LOWBIT_HD constexpr Code mantissa_mask() const { return low_bits(mantissa_bits); }
+  LOWBIT_HD constexpr Code code_count_minus_one() const { return low_bits(code_bits()); }
   LOWBIT_HD constexpr int exponent_field_max() const { return (1 << exponent_bits) - 1; }
   // Exponent of the smallest normal binade.
   LOWBIT_HD constexpr int min_exponent() const { return (has_zero ? 1 : 0) - bias; }

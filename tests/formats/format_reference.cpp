@@ -27,8 +27,12 @@ ReferenceFormat::ReferenceFormat(const Format& f) : format_(f) {
       has_inf_ = true;
       (v > 0 ? positive_inf_code_ : negative_inf_code_) = c;
     } else if (v == 0 && std::signbit(v)) {
-      if (!has_negative_zero_) negative_zero_code_ = c;  // codes ascend: the first has the fewest bits
-      has_negative_zero_ = true;
+      // The format has -0 when the code of the sign bit alone is -0 (not NaN); flushed codes
+      // of a no-subnormals fnuz format decode to -0 too, but are no -0 of the format.
+      if (c == f.sign_mask()) {
+        negative_zero_code_ = c;
+        has_negative_zero_ = true;
+      }
     } else {
       entries.push_back({v, c});
     }
