@@ -20,35 +20,31 @@ Exact decompose(double magnitude) {
   return {fraction | (std::uint64_t{1} << 52), biased - 1075};
 }
 
-// Where the bits truncation discards lie relative to half of the last kept bit.
-enum class Remainder : std::uint8_t { exact, below_half, half, above_half };
-
 struct Truncated {
   std::uint64_t kept;  // floor(|x| / 2^q)
-  Remainder remainder;
+  bool round;          // the first discarded bit, of weight 2^(q-1)
+  bool sticky;         // whether any discarded bit below it is set
   std::uint64_t fraction_top;  // floor(discarded fraction * 2^random_bits), for stochastic rounding
 };
 
-// Truncates significand * 2^exponent at the bit of weight 2^q; random_bits <= 63.
+// Truncates significand * 2^exponent at the bit of weight 2^q; random_bits <= 63. Without
+// branches on the discarded bits: they change from one input to the next.
 Truncated truncate_at(Exact v, int q, int random_bits) {
   const int shift = q - v.exponent;
-  if (shift <= 0) return {v.significand << -shift, Remainder::exact, 0};
+  if (shift <= 0) return {v.significand << -shift, false, false, 0};
   if (shift >= 64) {
     // All discarded, and below half: the significand is below 2^53 < 2^(shift - 1).
     const int down = shift - random_bits;  // >= 1
-    return {0, v.significand == 0 ? Remainder::exact : Remainder::below_half, down >= 64 ? 0 : v.significand >> down};
+    return {0, false, v.significand != 0, down >= 64 ? 0 : v.significand >> down};
   }
   const std::uint64_t discarded = v.significand & ((std::uint64_t{1} << shift) - 1);
-  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
-  const Remainder remainder = discarded == 0     ? Remainder::exact
-                              : discarded < half ? Remainder::below_half
-                              : discarded == half ? Remainder::half
-                                                  : Remainder::above_half;
+  const bool round = (discarded >> (shift - 1)) & 1;
+  const bool sticky = (discarded & ((std::uint64_t{1} << (shift - 1)) - 1)) != 0;
   // discarded < 2^shift, so the left shift stays below 2^random_bits.
   const std::uint64_t fraction_top = random_bits == 0        ? 0
                                      : shift >= random_bits ? discarded >> (shift - random_bits)
                                                             : discarded << (random_bits - shift);
-  return {v.significand >> shift, remainder, fraction_top};
+  return {v.significand >> shift, round, sticky, fraction_top};
 }
 
 int random_bits_for(const ConversionOptions& o) { return o.rounding == Rounding::stochastic ? o.random_bits : 0; }
@@ -56,15 +52,14 @@ int random_bits_for(const ConversionOptions& o) { return o.rounding == Rounding:
 // Whether the result is the neighbour away from zero rather than the truncated code, whose last
 // bit is `odd` (ties-to-even and round-to-odd look at the code, as P3109 defines them).
 bool rounds_away(const Truncated& t, bool odd, bool negative, const ConversionOptions& o, std::uint64_t index) {
-  const bool inexact = t.remainder != Remainder::exact;
+  const bool inexact = t.round | t.sticky;
   switch (o.rounding) {
-    case Rounding::nearest_even:
-      return t.remainder == Remainder::above_half || (t.remainder == Remainder::half && odd);
-    case Rounding::nearest_away: return t.remainder == Remainder::above_half || t.remainder == Remainder::half;
+    case Rounding::nearest_even: return t.round & (t.sticky | odd);
+    case Rounding::nearest_away: return t.round;
     case Rounding::toward_zero: return false;
-    case Rounding::toward_positive: return inexact && !negative;
-    case Rounding::toward_negative: return inexact && negative;
-    case Rounding::odd: return inexact && !odd;
+    case Rounding::toward_positive: return inexact & !negative;
+    case Rounding::toward_negative: return inexact & negative;
+    case Rounding::odd: return inexact & !odd;
     case Rounding::stochastic: return inexact && stochastic_bits(o.seed, index, o.random_bits) < t.fraction_top;
   }
   return false;
