@@ -97,6 +97,16 @@ std::optional<int> parse_int(std::string_view s) {
   return v;
 }
 
+// 'text' (without the string concatenation that trips GCC 12's -Wrestrict false positive).
+std::string quoted(std::string_view text) {
+  std::string q;
+  q.reserve(text.size() + 2);
+  q.push_back('\'');
+  q.append(text);
+  q.push_back('\'');
+  return q;
+}
+
 std::vector<std::string_view> split(std::string_view s, char sep) {
   std::vector<std::string_view> parts;
   for (std::size_t start = 0;;) {
@@ -119,7 +129,7 @@ ParsedFormat parse_float_base(std::string_view s) {
   s.remove_prefix(1);
   const auto m_pos = s.find('m');
   if (m_pos == std::string_view::npos)
-    return {std::nullopt, "'" + std::string(original) + "': expected eXmY (exponent bits X, mantissa bits Y)"};
+    return {std::nullopt, quoted(original) + ": expected eXmY (exponent bits X, mantissa bits Y)"};
   const auto exponent = parse_int(s.substr(0, m_pos));
   std::string_view rest = s.substr(m_pos + 1);
   std::size_t digits = 0;
@@ -179,6 +189,14 @@ std::string_view inf_name(InfEncoding i) {
     case InfEncoding::top_code: return "top";
   }
   return "?";
+}
+
+// The ":signed" / ":unsigned" option: an integer keeps its width; a container exactly as wide
+// as the code (storage_follows) stays so.
+void set_signedness(Format& f, bool is_signed, bool storage_follows) {
+  if (f.is_integer() && f.is_signed != is_signed) f.mantissa_bits += is_signed ? -1 : 1;
+  f.is_signed = is_signed;
+  if (storage_follows) f.storage_bits = f.code_bits();
 }
 
 ParsedFormat fail(std::string message) { return {std::nullopt, std::move(message)}; }
@@ -302,10 +320,7 @@ ParsedFormat parse_format(std::string_view spec) {
       f.has_zero = opt == "zero";
       if (!f.has_zero) f.subnormals = false;
     } else if (opt == "signed" || opt == "unsigned") {
-      const bool was_signed = f.is_signed;
-      f.is_signed = opt == "signed";
-      if (f.is_integer() && was_signed != f.is_signed) f.mantissa_bits += f.is_signed ? -1 : 1;
-      if (storage_follows) f.storage_bits = f.code_bits();
+      set_signedness(f, opt == "signed", storage_follows);
     } else {
       return fail("unknown option '" + std::string(opt) +
                   "' (known: bias=N, nan=none|ieee|top|negative-zero, inf=none|ieee|top, subnormals, no-subnormals, "
@@ -343,6 +358,10 @@ std::string format_name(const Format& f) {
     reference = find_preset(base).value_or(generic_float(f.exponent_bits, f.mantissa_bits, f.is_signed));
   }
   std::string name = base;
+  if (reference.is_signed != f.is_signed) {  // an alias of the other signedness: "e8m0" is ue8m0
+    name += f.is_signed ? ":signed" : ":unsigned";
+    set_signedness(reference, f.is_signed, reference.storage_bits == reference.code_bits());
+  }
   if (f.bias != reference.bias) name += ":bias=" + std::to_string(f.bias);
   if (f.nan != reference.nan) name += ":nan=" + std::string(nan_name(f.nan));
   if (f.inf != reference.inf) name += ":inf=" + std::string(inf_name(f.inf));
