@@ -104,3 +104,10 @@ TEST_CASE("32-bit formats whose magnitude fills all 32 bits", "[format]") {
   CHECK(max_finite(ue8m24) == 0x1.FFFFFFp127);
   CHECK(encode(ue8m24, 1.0) == 0x7F00'0000u);  // 0b0111'1111'0000...
 }
+
+TEST_CASE("P3109 K8P4 and K8P3 finite are the fnuz formats", "[format]") {
+  // Same records, so the ml_dtypes cross-checks of float8_e4m3fnuz / e5m2fnuz cover them.
+  CHECK(format_from_string("p3109:k=8:p=4:finite") == formats::e4m3fnuz);
+  CHECK(format_from_string("p3109:k=8:p=3:finite") == formats::e5m2fnuz);
+  CHECK(format_name(format_from_string("p3109:k=8:p=4:finite")) == "e4m3fnuz");
+}
