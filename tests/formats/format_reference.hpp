@@ -19,6 +19,11 @@
 
 namespace lowbit::testing {
 
+inline constexpr Rounding kAllRoundings[]{Rounding::nearest_even,    Rounding::nearest_away,
+                                          Rounding::toward_zero,     Rounding::toward_positive,
+                                          Rounding::toward_negative, Rounding::odd,
+                                          Rounding::stochastic};
+
 // What encode must give for one input.
 struct Expected {
   Code code = 0;  // deterministic modes: the result; stochastic: the result when rounding toward zero

@@ -23,10 +23,6 @@ using namespace lowbit;
 
 namespace {
 
-constexpr Rounding kRoundings[]{Rounding::nearest_even,    Rounding::nearest_away,    Rounding::toward_zero,
-                                Rounding::toward_positive, Rounding::toward_negative, Rounding::odd,
-                                Rounding::stochastic};
-
 bool is_flushed_code(const Format& f, Code c) {
   const Code magnitude = c & f.magnitude_mask();
   return !f.is_integer() && f.has_zero && !f.subnormals && (magnitude >> f.mantissa_bits) == 0 && magnitude != 0;
@@ -75,7 +71,7 @@ TEST_CASE("every code decodes and re-encodes to its canonical code", "[format][r
       const double v = decode(f, c);
       const Code expected = canonical_code(f, c);
       if (expected != c) ++non_canonical;
-      for (Rounding rounding : kRoundings)
+      for (Rounding rounding : lowbit::testing::kAllRoundings)
         for (Overflow overflow : {Overflow::saturate, Overflow::inf, Overflow::nan}) {
           const ConversionOptions options{.rounding = rounding, .overflow = overflow, .random_bits = 8, .seed = 3};
           if (options.validate(f)) continue;

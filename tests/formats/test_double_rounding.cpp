@@ -16,7 +16,7 @@
 
 using namespace lowbit;
 
-TEST_CASE("encode(double) rounds once; through float32 it would differ", "[convert][double-rounding]") {
+TEST_CASE("encode(double) rounds once, where rounding through float32 would differ", "[convert][double-rounding]") {
   constexpr Rounding kModes[]{Rounding::nearest_even, Rounding::nearest_away, Rounding::toward_zero,
                               Rounding::toward_positive, Rounding::toward_negative, Rounding::odd};
   for (const char* spec : {"e4m3", "e5m2", "e2m1", "e2m3", "e3m2", "bf16", "fp16", "ue8m0", "e3m4", "e4m3fnuz",

@@ -16,9 +16,6 @@ using lowbit::testing::ReferenceFormat;
 
 namespace {
 
-constexpr Rounding kRoundings[]{Rounding::nearest_even,    Rounding::nearest_away,    Rounding::toward_zero,
-                                Rounding::toward_positive, Rounding::toward_negative, Rounding::odd,
-                                Rounding::stochastic};
 constexpr Overflow kOverflows[]{Overflow::saturate, Overflow::inf, Overflow::nan};
 
 void add_with_neighbours(std::vector<double>& points, double x, int steps) {
@@ -89,7 +86,7 @@ TEST_CASE("encode equals the value-list reference at both neighbours of every bo
     const ReferenceFormat reference(f);
     const auto points = boundary_points(reference);
     Tally tally;
-    for (Rounding rounding : kRoundings)
+    for (Rounding rounding : lowbit::testing::kAllRoundings)
       for (Overflow overflow : kOverflows) {
         ConversionOptions options{.rounding = rounding, .overflow = overflow, .random_bits = 32, .seed = 7};
         if (options.validate(f)) continue;  // policy not available for this format
