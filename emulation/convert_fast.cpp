@@ -46,16 +46,15 @@ struct FastPlan {
   const bool negative = (bits & p.sign_matters) != 0;
   const std::uint32_t magnitude = bits & 0x7fff'ffff;
 
-  // 2. |x| = significand * 2^(exponent - 150) with the significand's top bit at 2^23. A float32
-  //    subnormal is normalized by finding its top bit through an exact int -> float conversion
-  //    (formats such as ue8m0 have normal binades down there).
-  const std::int32_t biased = std::int32_t(magnitude >> 23);
-  const std::uint32_t fraction = magnitude & 0x7f'ffff;
-  const std::int32_t fraction_top = std::int32_t(std::bit_cast<std::uint32_t>(float(std::int32_t(fraction))) >> 23) - 127;
-  const std::int32_t normalize = std::min(23 - fraction_top, 31);  // 31 (any) for +-0
-  const bool input_normal = biased != 0;
-  const std::int32_t exponent = std::int32_t(select(input_normal, std::uint32_t(biased), std::uint32_t(1 - normalize)));
-  const std::uint32_t significand = select(input_normal, fraction | 0x80'0000, fraction << normalize);
+  // 2. |x| = significand * 2^(exponent - 150), the significand's top bit at 2^23. A float32
+  //    subnormal is normalized by an exact int -> float conversion: float(fraction) is
+  //    |x| * 2^149 in normal form, so its bits less 149 binades are those of |x| with an
+  //    exponent below 1 (formats such as ue8m0 have normal binades down there).
+  const std::uint32_t subnormal_normalized =
+      std::bit_cast<std::uint32_t>(float(std::int32_t(magnitude & 0x7f'ffff))) - (std::uint32_t{149} << 23);
+  const std::int32_t normalized = std::int32_t(select(magnitude >= 0x80'0000, magnitude, subnormal_normalized));
+  const std::int32_t exponent = normalized >> 23;  // arithmetic shift
+  const std::uint32_t significand = select(magnitude != 0, (std::uint32_t(normalized) & 0x7f'ffff) | 0x80'0000, 0);
 
   // 3. Binades above the format's smallest normal binade (negative: below it).
   const std::int32_t above = exponent - p.origin;
@@ -101,37 +100,48 @@ struct Kernels {
   void (*packed4)(const FastPlan&, const float*, std::uint8_t*, std::size_t);
 };
 
-constexpr std::size_t kPackBlock = 256;  // even
+// Narrow outputs are written from 32-bit codes in a block that stays in L1: narrowing inside
+// the conversion loop made GCC interleave four vectors of codes and spill the plan to the stack.
+constexpr std::size_t kBlock = 512;  // even
 
-// The loops, compiled once per instruction set (TARGET: a GCC target attribute, or nothing).
+// The loops, compiled once per instruction set (TARGET: a GCC target attribute). There is no
+// plain x86-64 variant: without AVX2's per-lane variable shifts GCC's SSE2 code was no faster
+// than the scalar encode (14 vs 17 ns per element), which then serves such CPUs.
 #define LOWBIT_FASTCONV_KERNELS(NAME, TARGET)                                                                 \
   namespace NAME {                                                                                            \
-  template <class Out>                                                                                        \
-  TARGET void encode_block(const FastPlan& shared, const float* in, Out* out, std::size_t n) {               \
+  TARGET void encode_codes(const FastPlan& shared, const float* in, Code* out, std::size_t n) {              \
     const FastPlan p = shared; /* a local copy: stores to out cannot change it */                             \
-    for (std::size_t i = 0; i < n; ++i) out[i] = Out(encode_one(p, std::bit_cast<std::uint32_t>(in[i])));     \
+    for (std::size_t i = 0; i < n; ++i) out[i] = encode_one(p, std::bit_cast<std::uint32_t>(in[i]));          \
   }                                                                                                           \
-  TARGET void encode_packed4_block(const FastPlan& p, const float* in, std::uint8_t* out, std::size_t n) {   \
-    std::uint8_t codes[kPackBlock];                                                                           \
-    for (std::size_t start = 0; start < n; start += kPackBlock) {                                             \
-      const std::size_t count = std::min(kPackBlock, n - start);                                              \
-      encode_block(p, in + start, codes, count);                                                              \
+  template <class Out>                                                                                        \
+  TARGET void encode_narrow(const FastPlan& p, const float* in, Out* out, std::size_t n) {                   \
+    Code codes[kBlock];                                                                                       \
+    for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
+      const std::size_t count = std::min(kBlock, n - start);                                                  \
+      encode_codes(p, in + start, codes, count);                                                              \
+      for (std::size_t i = 0; i < count; ++i) out[start + i] = Out(codes[i]);                                 \
+    }                                                                                                         \
+  }                                                                                                           \
+  TARGET void encode_packed4(const FastPlan& p, const float* in, std::uint8_t* out, std::size_t n) {         \
+    Code codes[kBlock];                                                                                       \
+    for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
+      const std::size_t count = std::min(kBlock, n - start);                                                  \
+      encode_codes(p, in + start, codes, count);                                                              \
       if (count % 2) codes[count] = 0;                                                                        \
       for (std::size_t j = 0; j < (count + 1) / 2; ++j)                                                       \
         out[start / 2 + j] = std::uint8_t(codes[2 * j] | (codes[2 * j + 1] << 4));                            \
     }                                                                                                         \
   }                                                                                                           \
-  constexpr Kernels kernels{encode_block<Code>, encode_block<std::uint16_t>, encode_block<std::uint8_t>,      \
-                            encode_packed4_block};                                                            \
+  constexpr Kernels kernels{encode_codes, encode_narrow<std::uint16_t>, encode_narrow<std::uint8_t>,          \
+                            encode_packed4};                                                                  \
   }
 
-LOWBIT_FASTCONV_KERNELS(baseline, )
 LOWBIT_FASTCONV_KERNELS(avx2, [[gnu::target("arch=x86-64-v3")]])
 LOWBIT_FASTCONV_KERNELS(avx512, [[gnu::target("arch=x86-64-v4")]])
 #undef LOWBIT_FASTCONV_KERNELS
 
-constexpr std::array kIsas{fastconv::Isa::baseline, fastconv::Isa::avx2, fastconv::Isa::avx512};
-constexpr std::array kKernels{baseline::kernels, avx2::kernels, avx512::kernels};
+constexpr std::array kIsas{fastconv::Isa::avx2, fastconv::Isa::avx512};
+constexpr std::array kKernels{avx2::kernels, avx512::kernels};
 
 std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
   if (fast_encode_unsupported(f, o)) return std::nullopt;
@@ -218,8 +228,9 @@ void encode_narrow(const Format& f, std::span<const float> in, std::span<Out> ou
                    std::uint64_t first_index, int bits_per_code) {
   check_call(f, o, in.size(), out.size(), bits_per_code);
   const bool packed = bits_per_code == 4;
-  if (const FastPlan* plan = cached_plan(f, o)) {
-    run_kernel(kKernels[std::size_t(fastconv::best_available())], *plan, in, out, packed);
+  const FastPlan* plan = cached_plan(f, o);
+  if (const auto isa = fastconv::best_available(); plan && isa) {
+    run_kernel(kKernels[std::size_t(*isa)], *plan, in, out, packed);
     return;
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -267,8 +278,9 @@ namespace fastconv {
 
 bool encode_if_supported(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o) {
   const FastPlan* plan = cached_plan(f, o);
-  if (!plan) return false;
-  run_kernel(kKernels[std::size_t(best_available())], *plan, in, out, false);
+  const auto isa = best_available();
+  if (!plan || !isa) return false;
+  run_kernel(kKernels[std::size_t(*isa)], *plan, in, out, false);
   return true;
 }
 
@@ -276,7 +288,6 @@ std::span<const Isa> all_isas() { return kIsas; }
 
 std::string_view to_string(Isa isa) {
   switch (isa) {
-    case Isa::baseline: return "baseline";
     case Isa::avx2: return "avx2";
     case Isa::avx512: return "avx512";
   }
@@ -285,15 +296,16 @@ std::string_view to_string(Isa isa) {
 
 bool available(Isa isa) {
   switch (isa) {
-    case Isa::baseline: return true;
     case Isa::avx2: return __builtin_cpu_supports("x86-64-v3");
     case Isa::avx512: return __builtin_cpu_supports("x86-64-v4");
   }
   return false;
 }
 
-Isa best_available() {
-  static const Isa best = available(Isa::avx512) ? Isa::avx512 : available(Isa::avx2) ? Isa::avx2 : Isa::baseline;
+std::optional<Isa> best_available() {
+  static const std::optional<Isa> best = available(Isa::avx512) ? std::optional(Isa::avx512)
+                                         : available(Isa::avx2) ? std::optional(Isa::avx2)
+                                                                : std::nullopt;
   return best;
 }
 

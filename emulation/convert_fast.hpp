@@ -2,7 +2,8 @@
 // constants come from the Format record at run time, compiled for several x86-64 instruction
 // sets and picked at run time. It gives the scalar `encode` result bit for bit (tests/fastconv
 // compares them on all 2^32 inputs) and serves every format of at most 16 code bits under
-// nearest-even or toward-zero rounding with any overflow policy the format allows.
+// nearest-even or toward-zero rounding with any overflow policy the format allows, on CPUs with
+// AVX2 (x86-64-v3).
 //
 // The span encoder `encode(Format, span<const float>, span<Code>, ...)` in convert.hpp takes this
 // path by itself whenever it supports the combination. The narrow outputs below write 1 or 2
@@ -41,14 +42,14 @@ void encode_packed4(const Format& f, std::span<const float> in, std::span<std::u
 namespace fastconv {
 
 enum class Isa : std::uint8_t {
-  baseline,  // x86-64 as compiled (SSE2); no variable per-lane shifts, so mostly scalar
-  avx2,      // x86-64-v3
-  avx512,    // x86-64-v4
+  avx2,    // x86-64-v3
+  avx512,  // x86-64-v4
 };
 std::span<const Isa> all_isas();
 std::string_view to_string(Isa isa);
 bool available(Isa isa);
-Isa best_available();
+// The variant the encoders use; none on a CPU without AVX2 (the scalar encode serves it).
+std::optional<Isa> best_available();
 
 // What the span encoder of convert.hpp calls (it checks out.size() == in.size()): encodes with
 // the best variant and returns true, or returns false, writing nothing, when the fast path does
