@@ -42,7 +42,7 @@ struct Path {
   std::string output;  // what it writes per element
   std::function<void()> run;
   std::function<Code(std::size_t)> code_at;
-  Timing median;
+  Timing median{};
   std::size_t mismatches = 0;
 };
 
