@@ -156,13 +156,15 @@ int main(int argc, char** argv) {
   const std::size_t count = std::size_t{1} << log2_count;
   const auto isa = fastconv::best_available();
   const Provenance provenance = Provenance::current();
+  std::string command = "bench_convert";
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   std::string table = fmt::format(
-      "{}\n\nfloat32 -> format, nearest-even, saturating; {} inputs drawn from normal(0, max_finite/8) (no "
+      "{}\n\nCommand: `{}` (from the repository root, after building the target bench_convert).\n\nfloat32 -> format, nearest-even, saturating; {} inputs drawn from normal(0, max_finite/8) (no "
       "overflow), seed {}; one thread; median thread CPU time of {} runs after a warm-up (per CPU second, so time \n"
       "descheduled on a shared machine does not count; the CSV has wall time too). Fast path variant: {}.\n\n"
       "| format | path | output | ns/conversion | conversions/s | vs scalar reference | same codes |\n"
       "|---|---|---|---:|---:|---:|---|\n",
-      provenance.comment_line(), count, seed, repetitions, isa ? fastconv::to_string(*isa) : "none (scalar)");
+      provenance.comment_line(), command, count, seed, repetitions, isa ? fastconv::to_string(*isa) : "none (scalar)");
   std::string csv = provenance.comment_line() +
                     "\nformat,path,output,inputs,repetitions,median_cpu_seconds,median_wall_seconds,conversions_per_second,"
                     "ratio_vs_scalar,mismatches\n";
