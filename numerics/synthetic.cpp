@@ -36,9 +36,10 @@ class Normal {
 };
 
 // exp(sigma * a(t)), a(t) white noise smoothed by a Gaussian kernel of width `length`,
-// normalised to unit variance.
-std::vector<double> token_scales(Normal& normal, int tokens, double sigma, double length) {
-  if (sigma == 0) return std::vector<double>(std::size_t(tokens), 1.0);
+// normalised to unit variance; times the outlier scale on a random fraction of the tokens.
+std::vector<double> token_scales(Normal& normal, const SyntheticAttentionSpec& s) {
+  const int tokens = s.tokens;
+  const double sigma = s.token_scale_sigma, length = s.token_scale_length;
   const int half = int(std::ceil(3 * length));
   std::vector<double> noise(std::size_t(tokens + 2 * half));
   for (double& z : noise) z = normal();
@@ -54,6 +55,8 @@ std::vector<double> token_scales(Normal& normal, int tokens, double sigma, doubl
     for (int i = 0; i <= 2 * half; ++i) a += kernel[std::size_t(i)] * noise[std::size_t(t + i)];
     r[std::size_t(t)] = std::exp(sigma * a / std::sqrt(norm));
   }
+  const auto outliers = std::uint64_t(std::llround(s.outlier_token_fraction * tokens));
+  for (std::uint64_t i = 0; i < outliers; ++i) r[std::size_t(normal.below(std::uint64_t(tokens)))] *= s.outlier_token_scale;
   return r;
 }
 
@@ -68,7 +71,9 @@ std::optional<std::string> SyntheticAttentionSpec::validate() const {
   if (q_segment_tokens < 1) return "q_segment_tokens=" + std::to_string(q_segment_tokens) + ": must be >= 1";
   if (token_scale_length < 0 || token_scale_length > 1e5)
     return "token_scale_length=" + std::to_string(token_scale_length) + ": must be in [0, 1e5]";
-  for (double v : {token_scale_sigma, outlier_std, outlier_bias, k_bias_std, q_bias_std, q_segment_offset_std,
+  if (!(outlier_token_fraction >= 0 && outlier_token_fraction <= 1))
+    return "outlier_token_fraction=" + std::to_string(outlier_token_fraction) + ": must be in [0, 1]";
+  for (double v : {token_scale_sigma, outlier_token_scale, outlier_std, outlier_bias, k_bias_std, q_bias_std, q_segment_offset_std,
                    v_bias_std, q_gain})
     if (!std::isfinite(v) || v < 0) return "every spread, bias and gain must be finite and >= 0";
   return std::nullopt;
@@ -81,6 +86,8 @@ nlohmann::json SyntheticAttentionSpec::to_json() const {
           {"seed", seed},
           {"token_scale_sigma", token_scale_sigma},
           {"token_scale_length", token_scale_length},
+          {"outlier_token_fraction", outlier_token_fraction},
+          {"outlier_token_scale", outlier_token_scale},
           {"outlier_channels", outlier_channels},
           {"outlier_std", outlier_std},
           {"outlier_bias", outlier_bias},
@@ -117,9 +124,9 @@ AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
     MatrixD q_offset(segments, s.dim);
     for (int g = 0; g < segments; ++g)
       for (int c = 0; c < s.dim; ++c) q_offset(g, c) = s.q_segment_offset_std * normal();
-    const auto r_q = token_scales(normal, s.tokens, s.token_scale_sigma, s.token_scale_length);
-    const auto r_k = token_scales(normal, s.tokens, s.token_scale_sigma, s.token_scale_length);
-    const auto r_v = token_scales(normal, s.tokens, s.token_scale_sigma, s.token_scale_length);
+    const auto r_q = token_scales(normal, s);
+    const auto r_k = token_scales(normal, s);
+    const auto r_v = token_scales(normal, s);
     MatrixF q(s.tokens, s.dim), k(s.tokens, s.dim), v(s.tokens, s.dim);
     for (int t = 0; t < s.tokens; ++t)
       for (int c = 0; c < s.dim; ++c) {

@@ -13,10 +13,12 @@
 //   q_bias   ~ N(0, q_bias_std^2), plus +-outlier_bias/2 on the outlier channels;
 //   q_offset ~ N(0, q_segment_offset_std^2) per segment of q_segment_tokens tokens: channel
 //              offsets that drift along the sequence (what per-block smoothing of Q removes);
-//   r_x(t)   = exp(token_scale_sigma * a(t)), a a unit-variance Gaussian process along the
-//              tokens with a Gaussian correlation of length token_scale_length: token
-//              magnitudes vary, smoothly, as neighbouring tokens of images and video do (what
-//              finer quantization granularity resolves).
+//   r_x(t)   = exp(token_scale_sigma * a(t)) * (outlier_token_scale on a random fraction
+//              outlier_token_fraction of the tokens, else 1), a a unit-variance Gaussian
+//              process along the tokens with a Gaussian correlation of length
+//              token_scale_length: token magnitudes vary smoothly, as neighbouring tokens of
+//              images and video do, and a few tokens are much larger (massive activations,
+//              attention sinks). Both are what finer quantization granularity resolves.
 // Random numbers: std::mt19937_64 (its output is fixed by the C++ standard) and Box-Muller, so
 // the data is the same on every platform for a given seed.
 #pragma once
@@ -42,10 +44,12 @@ struct SyntheticAttentionSpec {
   int tokens = 4096;
   int dim = 128;
   std::uint64_t seed = 1;
-  double token_scale_sigma = 0.5;
-  double token_scale_length = 64;
+  double token_scale_sigma = 0.3;
+  double token_scale_length = 512;
+  double outlier_token_fraction = 0.002;
+  double outlier_token_scale = 8.0;
   int outlier_channels = 4;
-  double outlier_std = 3.0;
+  double outlier_std = 1.5;
   double outlier_bias = 8.0;
   double k_bias_std = 3.0;
   double q_bias_std = 1.0;
