@@ -2,6 +2,9 @@
 
 #include <bit>
 #include <cmath>
+#include <stdexcept>
+
+#include "emulation/convert_fast.hpp"
 
 namespace lowbit {
 namespace {
@@ -161,13 +164,24 @@ Code encode(const Format& f, double x, const ConversionOptions& o, std::uint64_t
   return sign | Code(magnitude_code);
 }
 
+namespace {
+void check_span_sizes(std::size_t inputs, std::size_t outputs) {
+  if (inputs != outputs)
+    throw std::invalid_argument("encode: " + std::to_string(inputs) + " inputs but " + std::to_string(outputs) +
+                                " output codes");
+}
+}  // namespace
+
 void encode(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o,
             std::uint64_t first_index) {
+  check_span_sizes(in.size(), out.size());
+  if (fastconv::encode_if_supported(f, in, out, o)) return;
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = encode(f, double(in[i]), o, first_index + i);
 }
 
 void encode(const Format& f, std::span<const double> in, std::span<Code> out, const ConversionOptions& o,
             std::uint64_t first_index) {
+  check_span_sizes(in.size(), out.size());
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = encode(f, in[i], o, first_index + i);
 }
 

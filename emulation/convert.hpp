@@ -56,7 +56,9 @@ struct ConversionOptions {
 //  * Integer formats saturate to [lowest, max].
 Code encode(const Format& f, double x, const ConversionOptions& options = {}, std::uint64_t index = 0);
 
-// Encodes a span; element i uses index first_index + i for stochastic rounding.
+// Encodes a span; element i uses index first_index + i for stochastic rounding. Float input
+// takes the vectorized path of convert_fast.hpp when it supports (f, options), with the same
+// results. Throws std::invalid_argument when out.size() != in.size().
 void encode(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& options = {},
             std::uint64_t first_index = 0);
 void encode(const Format& f, std::span<const double> in, std::span<Code> out, const ConversionOptions& options = {},
