@@ -109,9 +109,9 @@ Shape padded_shape(const Grouping& g, int rows, int cols) {
   return s;
 }
 
-// Validates, applies the non-finite and padding policies, and returns the empty result and the
+// Validates, applies the padding policy, and shapes the result q (reusing its storage) and the
 // zero-padded input (a copy only when padding is needed).
-QuantizedTensor prepare(const MatrixF& x, const QuantSpec& spec, std::string_view tensor, MatrixF& padded) {
+void prepare(const MatrixF& x, const QuantSpec& spec, std::string_view tensor, QuantizedTensor& q, MatrixF& padded) {
   const std::string name(tensor);
   if (auto why = spec.validate()) throw std::invalid_argument(name + ": " + *why);
   if (x.size() == 0) throw std::invalid_argument(name + ": empty tensor");
@@ -121,7 +121,6 @@ QuantizedTensor prepare(const MatrixF& x, const QuantSpec& spec, std::string_vie
                                 " does not divide into " + spec.grouping.name + " blocks (it would pad to " +
                                 std::to_string(s.padded_rows) + "x" + std::to_string(s.padded_cols) +
                                 "); padding=refuse");
-  QuantizedTensor q;
   q.spec = spec;
   q.rows = int(x.rows());
   q.cols = int(x.cols());
@@ -131,11 +130,11 @@ QuantizedTensor prepare(const MatrixF& x, const QuantSpec& spec, std::string_vie
   q.codes.resize(s.padded_rows, s.padded_cols);
   q.scale_codes.assign(std::size_t(s.groups), 0);
   q.scales.assign(std::size_t(s.groups), 0.0f);
+  q.outer_scales.clear();
   if (s.padded_rows != x.rows() || s.padded_cols != x.cols()) {
     padded = MatrixF::Zero(s.padded_rows, s.padded_cols);
     padded.topLeftCorner(x.rows(), x.cols()) = x;
   }
-  return q;
 }
 
 void refuse_nonfinite(const MatrixF& x, const QuantSpec& spec, std::string_view tensor) {
@@ -183,21 +182,13 @@ inline float abs_max_step(float m, float v) {
   return m < a ? a : m;
 }
 
-// max |v| over n values, and whether any is NaN or Inf (v * 0 is NaN exactly for those).
+// max |v| over n values (NaN ignored, Inf kept), and whether any is NaN or Inf (v * 0 is NaN
+// exactly for those). Eigen's reductions are vectorized.
 float abs_max(const float* v, int n, bool& nonfinite) {
-  constexpr int kLanes = 16;
-  float lanes[kLanes] = {}, poison[kLanes] = {};
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      lanes[l] = abs_max_step(lanes[l], v[i + l]);
-      poison[l] += v[i + l] * 0.0f;
-    }
-  float m = 0, p = 0;
-  for (; i < n; ++i) m = abs_max_step(m, v[i]), p += v[i] * 0.0f;
-  for (int l = 0; l < kLanes; ++l) m = abs_max_step(m, lanes[l]), p += poison[l];
-  if (p != 0 || std::isnan(p)) nonfinite = true;
-  return m;
+  const Eigen::Map<const Eigen::ArrayXf> values(v, n);
+  if (std::isnan((values * 0.0f).sum())) nonfinite = true;
+  const float m = values.abs().maxCoeff<Eigen::PropagateNumbers>();
+  return m >= 0 ? m : 0.0f;  // all NaN
 }
 
 }  // namespace
@@ -216,8 +207,14 @@ float QuantizedTensor::outer_of(int row) const {
 }
 
 QuantizedTensor quantize(const MatrixF& x, const QuantSpec& spec, std::string_view tensor) {
+  QuantizedTensor q;
+  quantize_into(x, spec, q, tensor);
+  return q;
+}
+
+void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, std::string_view tensor) {
   MatrixF padded;
-  QuantizedTensor q = prepare(x, spec, tensor, padded);
+  prepare(x, spec, tensor, q, padded);
   const MatrixF& xp = padded.size() ? padded : x;
   const int rows = q.padded_rows, cols = q.padded_cols;
   const int block = spec.grouping.col_block > 0 ? spec.grouping.col_block : cols;
@@ -270,26 +267,27 @@ QuantizedTensor quantize(const MatrixF& x, const QuantSpec& spec, std::string_vi
         continue;
       }
       const float* in = xp.data() + first;
-      if (spec.outer != OuterScale::none)
-        for (int c = 0; c < block; ++c) scaled[std::size_t(c)] = in[c] / so;
-      else
-        std::copy(in, in + block, scaled.begin());
+      float* y = scaled.data();
+      if (spec.outer != OuterScale::none) {
+        for (int c = 0; c < block; ++c) y[c] = in[c] / so;
+        in = y;
+      }
       if (spec.multiply_by_reciprocal) {
         const float reciprocal = 1.0f / s;
-        for (float& v : scaled) v *= reciprocal;
+        for (int c = 0; c < block; ++c) y[c] = in[c] * reciprocal;
       } else {
-        for (float& v : scaled) v /= s;
+        for (int c = 0; c < block; ++c) y[c] = in[c] / s;
       }
       encode(spec.element, std::span<const float>(scaled), std::span<Code>(out, std::size_t(block)), spec.conversion,
              first);
     }
   }
-  return q;
 }
 
 QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std::string_view tensor) {
   MatrixF padded;
-  QuantizedTensor q = prepare(x, spec, tensor, padded);
+  QuantizedTensor q;
+  prepare(x, spec, tensor, q, padded);
   refuse_nonfinite(x, spec, tensor);
   const MatrixF& xp = padded.size() ? padded : x;
   const int rows = q.padded_rows, cols = q.padded_cols;

@@ -129,6 +129,9 @@ struct QuantizedTensor {
 // Throws std::invalid_argument naming `tensor` for an invalid spec, refused non-finite input
 // or a refused ragged shape.
 QuantizedTensor quantize(const MatrixF& x, const QuantSpec& spec, std::string_view tensor = "tensor");
+// The same into `out`, reusing its storage: no allocation when the shape repeats (as a kernel
+// writes into preallocated buffers).
+void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& out, std::string_view tensor = "tensor");
 // The same result, computed element by element with the scalar encode(): the plain reference
 // the tests and the benchmark compare quantize() with, bit for bit.
 QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std::string_view tensor = "tensor");

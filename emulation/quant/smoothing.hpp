@@ -12,9 +12,11 @@
 //   V: gamma(V) = V - vbar;  P V = P gamma(V) + rowsum(P) vbar  (rowsum(P) = 1 after softmax).
 #pragma once
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "numerics/matrix.hpp"
 
@@ -35,25 +37,39 @@ struct Smoothed {
 };
 
 // Subtracts the channel mean of each block of rows (block_rows = 0: of all rows; a ragged last
-// block uses its own rows). enabled = false keeps x and records zero means.
+// block uses its own rows) into `out`, reusing its storage. enabled = false keeps x and records
+// zero means.
 template <class T>
-Smoothed<T> smooth(const Matrix<T>& x, int block_rows, bool enabled = true) {
+void smooth_into(const Matrix<T>& x, int block_rows, bool enabled, Smoothed<T>& out) {
   if (block_rows < 0) throw std::invalid_argument("smooth: block_rows=" + std::to_string(block_rows) + " is negative");
   using A = MeanAccumulator<T>;
   const int rows = int(x.rows()), cols = int(x.cols());
   const int blocks = block_rows > 0 ? (rows + block_rows - 1) / block_rows : 1;
-  Smoothed<T> s{x, Matrix<T>::Zero(blocks, cols), block_rows, enabled};
-  if (!enabled) return s;
-  for (int b = 0; b < blocks; ++b) {
+  out.block_rows = block_rows;
+  out.enabled = enabled;
+  out.means.setZero(blocks, cols);
+  if (!enabled) {
+    out.residual = x;
+    return;
+  }
+  out.residual.resize(rows, cols);
+  std::vector<A> sum(static_cast<std::size_t>(cols));
+  for (int b = 0; b < blocks; ++b) {  // row by row: the memory order of row-major tensors
     const int first = block_rows > 0 ? b * block_rows : 0;
     const int last = block_rows > 0 ? std::min(rows, first + block_rows) : rows;
-    for (int c = 0; c < cols; ++c) {
-      A sum = A(0);
-      for (int r = first; r < last; ++r) sum += A(x(r, c));
-      s.means(b, c) = T(sum / A(last - first));
-      for (int r = first; r < last; ++r) s.residual(r, c) = x(r, c) - s.means(b, c);
-    }
+    std::fill(sum.begin(), sum.end(), A(0));
+    for (int r = first; r < last; ++r)
+      for (int c = 0; c < cols; ++c) sum[std::size_t(c)] += A(x(r, c));
+    for (int c = 0; c < cols; ++c) out.means(b, c) = T(sum[std::size_t(c)] / A(last - first));
+    for (int r = first; r < last; ++r)
+      for (int c = 0; c < cols; ++c) out.residual(r, c) = x(r, c) - out.means(b, c);
   }
+}
+
+template <class T>
+Smoothed<T> smooth(const Matrix<T>& x, int block_rows, bool enabled = true) {
+  Smoothed<T> s;
+  smooth_into(x, block_rows, enabled, s);
   return s;
 }
 
