@@ -423,10 +423,5 @@ std::string_view to_string(ScaleRounding r) {
     if (value == r) return name;
   return "?";
 }
-std::optional<ScaleRounding> parse_scale_rounding(std::string_view name) {
-  for (auto [value, n] : kScaleRoundingNames)
-    if (n == name) return value;
-  return std::nullopt;
-}
 
 }  // namespace lowbit::quant

@@ -168,6 +168,5 @@ QuantSpec sage3_p_direct();
 }  // namespace presets
 
 std::string_view to_string(ScaleRounding r);
-std::optional<ScaleRounding> parse_scale_rounding(std::string_view name);
 
 }  // namespace lowbit::quant
