@@ -339,13 +339,13 @@ MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b) {
     if (!t->spec.grouping.row_constant() || t->spec.outer != OuterScale::none)
       throw std::invalid_argument("scaled_matmul: " + t->spec.name +
                                   " is not row-scaled (one scale per row, no outer scale)");
-  if (a.padded_cols != b.padded_cols)
-    throw std::invalid_argument("scaled_matmul: reduction lengths differ (" + std::to_string(a.padded_cols) + " vs " +
-                                std::to_string(b.padded_cols) + ")");
-  const auto values = [](const QuantizedTensor& t) {
-    MatrixD v(t.rows, t.padded_cols);
+  if (a.cols != b.cols)
+    throw std::invalid_argument("scaled_matmul: reduction lengths differ (" + std::to_string(a.cols) + " vs " +
+                                std::to_string(b.cols) + ")");
+  const auto values = [](const QuantizedTensor& t) {  // padding columns hold zeros: left out
+    MatrixD v(t.rows, t.cols);
     for (int r = 0; r < t.rows; ++r)
-      for (int c = 0; c < t.padded_cols; ++c) v(r, c) = decode(t.spec.element, t.codes(r, c));
+      for (int c = 0; c < t.cols; ++c) v(r, c) = decode(t.spec.element, t.codes(r, c));
     return v;
   };
   const MatrixD acc = values(a) * values(b).transpose();

@@ -172,4 +172,14 @@ TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)
     }
   CHECK(mismatches == 0);
   CHECK_THROWS_WITH(scaled_matmul(quantize(q, presets::nvfp4(false)), kq), Catch::Contains("not row-scaled"));
+  // Different column padding (k64 instructions vs none) with d = 96: the zeros do not count.
+  const MatrixF q96 = q.leftCols(96), k96 = k.leftCols(96);
+  const QuantizedTensor a = quantize(q96, presets::int4(grouping::per_thread(t, Operand::q)));
+  const QuantizedTensor b = quantize(k96, presets::int4(grouping::per_token()));
+  REQUIRE(a.padded_cols == 128);
+  REQUIRE(b.padded_cols == 96);
+  const MatrixF s96 = scaled_matmul(a, b);
+  const MatrixD exact = dequantize(a).cast<double>() * dequantize(b).cast<double>().transpose();
+  CHECK((s96.cast<double>() - exact).cwiseAbs().maxCoeff() <= 1e-5 * exact.cwiseAbs().maxCoeff());
+  CHECK_THROWS_WITH(scaled_matmul(a, kq), Catch::Contains("reduction lengths differ (96 vs 128)"));
 }
