@@ -8,7 +8,11 @@
 //  2. Group scale, for each group of the Grouping:
 //       amax rule:  s = amax(x1 over the group) / target, stored in scale.format with
 //                   scale.rounding (fp32: kept as is; ue4m3: RNE as cvt.rn.satfinite;
-//                   ue8m0: floor per OCP MX, or round-up as cvt.rp.satfinite.ue8m0)
+//                   ue8m0: round-up as cvt.rp.satfinite.ue8m0, or the OCP MX floor
+//                   2^(floor(log2 amax) - emax(element)), which ignores target). Narrow
+//                   scale formats saturate; fp32 keeps an Inf amax as an Inf scale.
+//       amax ignores NaN and keeps Inf (as fmaxf), which matters only with
+//       NonFinitePolicy::propagate.
 //       fixed rule: s = scale.fixed_value (P in SageAttention2: 1/448)
 //  3. Codes: c = encode(element, x1 / s) with the conversion options (rounding, saturation);
 //     x1 * (1/s) instead when multiply_by_reciprocal. A group whose s is 0 gets zero codes.
