@@ -237,3 +237,31 @@ TEST_CASE("per-thread equals per-token on m16n8k64 when the rows of each group s
   CHECK(a.codes == b.codes);
   CHECK(dequantize(a) == dequantize(b));
 }
+
+TEST_CASE("simple granularities: group membership by their definitions", "[groups]") {
+  const MatrixF x = MatrixF::Ones(200, 96);
+  struct Case {
+    Grouping g;
+    bool (*same)(int r1, int c1, int r2, int c2);
+  };
+  const std::vector<Case> cases{
+      {grouping::per_tensor(), [](int, int, int, int) { return true; }},
+      {grouping::per_block(64), [](int r1, int, int r2, int) { return r1 / 64 == r2 / 64; }},
+      {grouping::per_token(), [](int r1, int, int r2, int) { return r1 == r2; }},
+      {grouping::per_channel(), [](int, int c1, int, int c2) { return c1 == c2; }},
+      {grouping::per_channel_block(64), [](int r1, int c1, int r2, int c2) { return r1 / 64 == r2 / 64 && c1 == c2; }},
+      {grouping::microscale(16), [](int r1, int c1, int r2, int c2) { return r1 == r2 && c1 / 16 == c2 / 16; }},
+  };
+  std::mt19937_64 rng(3);
+  for (const Case& c : cases) {
+    INFO(c.g.name);
+    const QuantizedTensor q = quantize(x, presets::int8(c.g));
+    std::size_t wrong = 0;
+    for (int i = 0; i < 20000; ++i) {
+      const int r1 = int(rng() % 200), c1 = int(rng() % 96);
+      const int r2 = rng() % 2 ? r1 : int(rng() % 200), c2 = rng() % 2 ? c1 : int(rng() % 96);
+      wrong += (q.group_of(r1, c1) == q.group_of(r2, c2)) != c.same(r1, c1, r2, c2);
+    }
+    CHECK(wrong == 0);
+  }
+}
