@@ -183,3 +183,27 @@ TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)
   CHECK((s96.cast<double>() - exact).cwiseAbs().maxCoeff() <= 1e-5 * exact.cwiseAbs().maxCoeff());
   CHECK_THROWS_WITH(scaled_matmul(a, kq), Catch::Contains("reduction lengths differ (96 vs 128)"));
 }
+
+TEST_CASE("block-scaled: MX round-up stays within half a step; the OCP floor clips only above max", "[quantize]") {
+  const MatrixF x = random_tensor(64, 256, 8);
+  for (const Format& e : {formats::e2m1, formats::e4m3, formats::e5m2, formats::e2m3, formats::e3m2}) {
+    INFO(format_name(e));
+    check_half_step(x, quantize(x, presets::mx(e, ScaleRounding::toward_positive)));
+    const QuantizedTensor floor = quantize(x, presets::mx(e, ScaleRounding::ocp_floor));
+    const MatrixF d = dequantize(floor);
+    std::size_t clipped = 0, violations = 0;
+    for (int r = 0; r < x.rows(); ++r)
+      for (int c = 0; c < x.cols(); ++c) {
+        const double s = floor.scales[std::size_t(floor.group_of(r, c))];
+        const double y = double(x(r, c)) / s;
+        if (std::fabs(y) > max_finite(e)) {  // clamped to +-max, as OCP MX specifies
+          ++clipped;
+          violations += std::fabs(d(r, c)) != float(max_finite(e) * s);
+        } else {
+          violations += std::fabs(double(x(r, c)) - d(r, c)) > 0.5 * ulp(e, y) * s + 0x1p-23 * std::fabs(x(r, c));
+        }
+      }
+    CHECK(violations == 0);
+    if (e == formats::e2m1) CHECK(clipped > 0);  // amax/2^floor(log2 amax) in [4, 8) exceeds 6 often
+  }
+}
