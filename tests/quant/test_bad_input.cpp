@@ -12,6 +12,7 @@
 #include "emulation/quant/quantize.hpp"
 #include "numerics/npy.hpp"
 #include "numerics/synthetic.hpp"
+#include "tensors.hpp"
 
 using namespace lowbit;
 using namespace lowbit::quant;
@@ -62,10 +63,7 @@ TEST_CASE("propagate: amax ignores NaN and keeps Inf; codes follow the element f
 
 TEST_CASE("ragged shapes are zero-padded to whole blocks, nothing is truncated", "[bad-input][padding]") {
   const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
-  std::mt19937_64 rng(1);
-  std::normal_distribution<float> normal;
-  MatrixF k(100, 70);
-  for (int i = 0; i < k.size(); ++i) k.data()[i] = normal(rng);
+  const MatrixF k = test::normal_tensor(100, 70, 1);
   const QuantizedTensor q = quantize(k, presets::int4(grouping::per_thread(t, Operand::k)), "K");
   CHECK(q.rows == 100);
   CHECK(q.cols == 70);

@@ -9,6 +9,7 @@
 
 #include "emulation/quant/quantize.hpp"
 #include "emulation/quant/thread_groups.hpp"
+#include "tensors.hpp"
 
 using namespace lowbit;
 using namespace lowbit::quant;
@@ -209,10 +210,8 @@ TEST_CASE("per-token and per-thread coincide when a block has one token per grou
   const ThreadTiling t{atoms::mma_m8n8k32_s4, 4, 32, 64};
   const QkGroups g = derive_groups(t, GroupScope::thread);
   REQUIRE(g.q.count == 32);
-  std::mt19937_64 rng(7);
-  std::normal_distribution<float> normal;
-  MatrixF x(96, 64);
-  for (int i = 0; i < x.size(); ++i) x.data()[i] = normal(rng) * float(1 + i % 13);
+  MatrixF x = test::normal_tensor(96, 64, 7);
+  for (int i = 0; i < x.size(); ++i) x.data()[i] *= float(1 + i % 13);
   const QuantizedTensor per_thread = quantize(x, presets::int4(grouping::per_thread(t, Operand::q)));
   const QuantizedTensor per_token = quantize(x, presets::int4(grouping::per_token()));
   CHECK(per_thread.codes == per_token.codes);
@@ -222,10 +221,7 @@ TEST_CASE("per-token and per-thread coincide when a block has one token per grou
 
 TEST_CASE("per-thread equals per-token on m16n8k64 when the rows of each group share their amax", "[groups][property]") {
   const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
-  std::mt19937_64 rng(11);
-  std::normal_distribution<float> normal;
-  MatrixF x(256, 128);
-  for (int i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+  MatrixF x = test::normal_tensor(256, 128, 11);
   // Give every row the same max: its largest element set to 5 (any group then has amax 5).
   for (int r = 0; r < x.rows(); ++r) {
     Eigen::Index c;
