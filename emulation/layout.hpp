@@ -83,6 +83,10 @@ inline constexpr Fragment mma_m16n8k16_b16 = detail::warp_fragment(
 // C/D of every m16n8 shape: row = groupID + 8*(i>>1), col = 2*threadID_in_group + (i&1).
 inline constexpr Fragment mma_m16n8_c = detail::warp_fragment(
     16, 8, {Offset{0, 2}, Offset{0, 4}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}}, {Offset{0, 1}, Offset{8, 0}}, 4);
+// C/D of mma.m8n8k16 (.s8) and mma.m8n8k32 (.s4) (PTX ISA "Matrix Fragments for mma.m8n8k16"):
+// row = groupID, col = 2*threadID_in_group + i; each thread holds one row of the 8 x 8 tile.
+inline constexpr Fragment mma_m8n8_c = detail::warp_fragment(
+    8, 8, {Offset{0, 2}, Offset{0, 4}}, {Offset{1, 0}, Offset{2, 0}, Offset{4, 0}}, {Offset{0, 1}}, 2);
 // mma.m16n8k32 with 8-bit A (.s8/.u8/.e4m3/.e5m2):
 // row = groupID + 8*((i>>2)&1), col = 4*threadID_in_group + (i&3) + 16*(i>>3).
 inline constexpr Fragment mma_m16n8k32_a8 = detail::warp_fragment(

@@ -1,0 +1,155 @@
+// Per-thread and per-warp quantization groups, derived from an instruction's accumulator
+// fragment (emulation/layout.hpp), for S = Q K^T computed by a thread block.
+//
+// A thread dequantizes its accumulator elements with one scale product delta_Q * delta_K
+// (SageAttention2 §3.3). So every Q row (row of S) that one thread holds anywhere in the
+// block's tile must share one Q scale, and every K row (column of S) it holds one K scale.
+// The groups are the connected components of that "held by the same thread" relation, found
+// by union-find over the fragment map: nothing about the layout is typed here.
+//
+// The block: block_q rows of Q split evenly over the thread units (a warp for mma.sync, a
+// warpgroup of 4 warps for wgmma), each unit covering its rows x block_k with a grid of
+// instruction tiles. Per-warp groups are the same relation taken over a whole unit.
+//
+// Header-only and constexpr (LOWBIT_HD): a CUDA kernel can derive the same map on the device,
+// or take it from the host.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "emulation/format.hpp"
+#include "emulation/layout.hpp"
+
+namespace lowbit::quant {
+
+// A tensor-core instruction as the quantizer sees it: the m x n tile of S it produces, its
+// reduction depth k, the operand element format, and its accumulator fragment.
+struct MmaAtom {
+  const char* name = "";
+  int m = 0, n = 0, k = 0;
+  Format element{};
+  layout::Fragment accumulator{};
+};
+
+namespace atoms {
+inline constexpr MmaAtom mma_m16n8k32_s8{"mma.m16n8k32.s8", 16, 8, 32, formats::int8, layout::mma_m16n8_c};
+inline constexpr MmaAtom mma_m16n8k64_s4{"mma.m16n8k64.s4", 16, 8, 64, formats::int4, layout::mma_m16n8_c};
+inline constexpr MmaAtom mma_m8n8k16_s8{"mma.m8n8k16.s8", 8, 8, 16, formats::int8, layout::mma_m8n8_c};
+inline constexpr MmaAtom mma_m8n8k32_s4{"mma.m8n8k32.s4", 8, 8, 32, formats::int4, layout::mma_m8n8_c};
+// wgmma.m64nNk32.s32.s8.s8 for N a multiple of 8 up to 256 (the name reads "wgmma.m64nNk32.s8").
+LOWBIT_HD constexpr MmaAtom wgmma_m64k32_s8(int n) {
+  return MmaAtom{"wgmma.m64nNk32.s8", 64, n, 32, formats::int8, layout::wgmma_m64_d(n)};
+}
+}  // namespace atoms
+
+inline constexpr int kMaxBlockRows = 512;
+
+// How a thread block computes one block_q x block_k tile of S.
+struct ThreadTiling {
+  MmaAtom atom = atoms::mma_m16n8k64_s4;
+  int warps = 4;
+  int block_q = 128;
+  int block_k = 64;
+
+  LOWBIT_HD constexpr int warps_per_unit() const { return atom.accumulator.threads() / 32; }
+  LOWBIT_HD constexpr int units() const { return warps / warps_per_unit(); }
+  LOWBIT_HD constexpr int rows_per_unit() const { return block_q / units(); }
+
+  std::optional<std::string> validate() const {
+    const std::string atom_name = atom.name;
+    if (atom.m <= 0 || atom.n <= 0 || atom.k <= 0) return "instruction " + atom_name + " has an empty tile";
+    if (warps <= 0 || warps % warps_per_unit() != 0)
+      return "warps=" + std::to_string(warps) + ": " + atom_name + " is issued by " +
+             std::to_string(warps_per_unit()) + " warp(s) at a time";
+    if (block_q <= 0 || block_q > kMaxBlockRows || block_q % (units() * atom.m) != 0)
+      return "block_q=" + std::to_string(block_q) + ": must be a positive multiple of " +
+             std::to_string(units() * atom.m) + " (" + std::to_string(units()) + " unit(s) x m=" +
+             std::to_string(atom.m) + "), at most " + std::to_string(kMaxBlockRows);
+    if (block_k <= 0 || block_k > kMaxBlockRows || block_k % atom.n != 0)
+      return "block_k=" + std::to_string(block_k) + ": must be a positive multiple of n=" + std::to_string(atom.n) +
+             ", at most " + std::to_string(kMaxBlockRows);
+    return std::nullopt;
+  }
+};
+
+// group_of_row[r] for r < block_rows: the group of row r of a block, numbered 0.. in the order
+// of each group's first row.
+struct BlockGroups {
+  int block_rows = 0;
+  int count = 0;
+  std::array<std::int16_t, kMaxBlockRows> group_of_row{};
+};
+
+struct QkGroups {
+  BlockGroups q;  // rows of a Q block (block_q)
+  BlockGroups k;  // rows of a K block (block_k)
+};
+
+enum class GroupScope : std::uint8_t {
+  thread,  // per-thread: what one thread holds
+  unit,    // per-warp: what one warp (warpgroup for wgmma) holds
+};
+
+namespace detail {
+
+struct UnionFind {
+  std::array<std::int16_t, kMaxBlockRows> parent{};
+  LOWBIT_HD constexpr explicit UnionFind(int n) {
+    for (int i = 0; i < n; ++i) parent[i] = std::int16_t(i);
+  }
+  LOWBIT_HD constexpr int find(int i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  }
+  LOWBIT_HD constexpr void join(int a, int b) {
+    a = find(a), b = find(b);
+    if (a != b) parent[a > b ? a : b] = std::int16_t(a < b ? a : b);  // the smaller row is the root
+  }
+  LOWBIT_HD constexpr BlockGroups label(int n) {
+    BlockGroups g;
+    g.block_rows = n;
+    std::array<std::int16_t, kMaxBlockRows> id_of_root{};
+    for (int r = 0; r < n; ++r) id_of_root[r] = -1;
+    for (int r = 0; r < n; ++r) {
+      const int root = find(r);
+      if (id_of_root[root] < 0) id_of_root[root] = std::int16_t(g.count++);
+      g.group_of_row[r] = id_of_root[root];
+    }
+    return g;
+  }
+};
+
+}  // namespace detail
+
+// The Q and K groups of a tiling (which must validate()).
+LOWBIT_HD constexpr QkGroups derive_groups(const ThreadTiling& t, GroupScope scope) {
+  detail::UnionFind q(t.block_q), k(t.block_k);
+  const layout::Fragment& c = t.atom.accumulator;
+  const int m_tiles = t.rows_per_unit() / t.atom.m, n_tiles = t.block_k / t.atom.n;
+  int k_first_of_block = -1;
+  for (int unit = 0; unit < t.units(); ++unit) {
+    int q_first_of_unit = -1;
+    for (int thread = 0; thread < c.threads(); ++thread) {
+      int q_first = -1, k_first = -1;
+      for (int tm = 0; tm < m_tiles; ++tm)
+        for (int tn = 0; tn < n_tiles; ++tn)
+          for (int v = 0; v < c.value_count; ++v) {
+            const layout::Offset o = c(thread, v);
+            const int q_row = unit * t.rows_per_unit() + tm * t.atom.m + o.row;
+            const int k_row = tn * t.atom.n + o.col;
+            int& q_anchor = scope == GroupScope::thread ? q_first : q_first_of_unit;
+            int& k_anchor = scope == GroupScope::thread ? k_first : k_first_of_block;
+            if (q_anchor < 0) q_anchor = q_row;
+            if (k_anchor < 0) k_anchor = k_row;
+            q.join(q_anchor, q_row);
+            k.join(k_anchor, k_row);
+          }
+    }
+  }
+  return {q.label(t.block_q), k.label(t.block_k)};
+}
+
+}  // namespace lowbit::quant

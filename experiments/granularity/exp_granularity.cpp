@@ -1,0 +1,253 @@
+// Reproduces the shape of SageAttention2's Table 3 (INT4 Q, K at per-token / per-thread /
+// per-block / per-tensor granularity, P and V in full precision, metrics of the attention
+// output against float64) with and without Q+K smoothing, and of its Table 9 (smoothing
+// methods at per-thread granularity), on the embedded synthetic data or on .npy tensors.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "emulation/quant/qk_attention.hpp"
+#include "numerics/attention.hpp"
+#include "numerics/metrics.hpp"
+#include "numerics/provenance.hpp"
+#include "numerics/synthetic.hpp"
+
+using namespace lowbit;
+using namespace lowbit::quant;
+
+namespace {
+
+struct Method {
+  std::string table, name;
+  QkAttentionConfig config;
+};
+
+struct Row {
+  std::string table, method;
+  int head;
+  ErrorMetrics m;
+  double q_scale, k_scale;
+};
+
+MmaAtom parse_instruction(const std::string& name) {
+  for (const MmaAtom& a : {atoms::mma_m16n8k64_s4, atoms::mma_m16n8k32_s8})
+    if (name == a.name) return a;
+  if (name == "wgmma.m64n64k32.s8") return atoms::wgmma_m64k32_s8(64);
+  if (name == "wgmma.m64n128k32.s8") return atoms::wgmma_m64k32_s8(128);
+  throw std::invalid_argument("unknown instruction '" + name +
+                              "' (mma.m16n8k64.s4, mma.m16n8k32.s8, wgmma.m64n64k32.s8, wgmma.m64n128k32.s8)");
+}
+
+std::vector<Method> methods(const ThreadTiling& t, const Format& element) {
+  const auto spec = [&](Grouping g) {
+    QuantSpec s;
+    s.name = format_name(element) + " " + g.name;
+    s.element = element;
+    s.grouping = std::move(g);
+    return s;
+  };
+  const std::vector<std::pair<std::string, std::pair<Grouping, Grouping>>> granularities{
+      {"per-token", {grouping::per_token(), grouping::per_token()}},
+      {"per-thread", {grouping::per_thread(t, Operand::q), grouping::per_thread(t, Operand::k)}},
+      {"per-block", {grouping::per_block(t.block_q), grouping::per_block(t.block_k)}},
+      {"per-tensor", {grouping::per_tensor(), grouping::per_tensor()}},
+      // Ablations: which operand's per-thread groups cost accuracy against per-token.
+      {"per-thread Q, per-token K", {grouping::per_thread(t, Operand::q), grouping::per_token()}},
+      {"per-token Q, per-thread K", {grouping::per_token(), grouping::per_thread(t, Operand::k)}},
+  };
+  std::vector<Method> out;
+  for (bool smoothing : {true, false})
+    for (const auto& [name, groups] : granularities) {
+      QkAttentionConfig c{spec(groups.first), spec(groups.second), smoothing, smoothing, t.block_q};
+      out.push_back({smoothing ? "granularity, smooth Q+K" : "granularity, no smoothing", name, c});
+    }
+  const QkAttentionConfig per_thread{spec(grouping::per_thread(t, Operand::q)),
+                                     spec(grouping::per_thread(t, Operand::k)), false, false, t.block_q};
+  const auto variant = [&](std::string name, bool q, bool k, QkBaseline b) {
+    QkAttentionConfig c = per_thread;
+    c.smooth_q = q;
+    c.smooth_k = k;
+    c.baseline = b;
+    out.push_back({"smoothing methods, per-thread", std::move(name), c});
+  };
+  variant("None", false, false, QkBaseline::none);
+  variant("HadmdAttn", false, false, QkBaseline::hadamard);
+  variant("SmoothAttn (alpha=0.5)", false, false, QkBaseline::smooth_attn);
+  variant("Smooth K", false, true, QkBaseline::none);
+  variant("Smooth Q", true, false, QkBaseline::none);
+  variant("Smooth Q+K", true, true, QkBaseline::none);
+  return out;
+}
+
+struct Summary {
+  ErrorMetrics mean, worst;
+  double q_scale = 0, k_scale = 0;
+};
+
+Summary summarize(const std::vector<Row>& rows, const std::string& table, const std::string& method) {
+  Summary s;
+  s.worst.cosine = 2;
+  int n = 0;
+  for (const Row& r : rows) {
+    if (r.table != table || r.method != method) continue;
+    ++n;
+    s.mean.cosine += r.m.cosine;
+    s.mean.relative_l1 += r.m.relative_l1;
+    s.mean.rmse += r.m.rmse;
+    s.q_scale += r.q_scale;
+    s.k_scale += r.k_scale;
+    s.worst.cosine = std::min(s.worst.cosine, r.m.cosine);
+    s.worst.relative_l1 = std::max(s.worst.relative_l1, r.m.relative_l1);
+    s.worst.rmse = std::max(s.worst.rmse, r.m.rmse);
+  }
+  s.mean.cosine /= n;
+  s.mean.relative_l1 /= n;
+  s.mean.rmse /= n;
+  s.q_scale /= n;
+  s.k_scale /= n;
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"exp_granularity: SageAttention2 Table 3 (granularity) and Table 9 (smoothing) on synthetic or .npy data"};
+  std::string out_dir = "results/granularity", instruction = "mma.m16n8k64.s4", element_name = "int4";
+  std::vector<std::string> data;
+  SyntheticAttentionSpec synthetic;
+  ThreadTiling tiling;
+  std::uint64_t hadamard_seed = 0;
+  app.add_option("--out", out_dir, "output folder")->capture_default_str();
+  app.add_option("--data", data, "Q, K, V .npy files ([tokens, d] or [heads, tokens, d], float32/float16)")
+      ->expected(3);
+  app.add_option("--seed", synthetic.seed, "synthetic data seed")->capture_default_str();
+  app.add_option("--heads", synthetic.heads, "synthetic heads")->capture_default_str();
+  app.add_option("--tokens", synthetic.tokens, "synthetic tokens")->capture_default_str();
+  app.add_option("--dim", synthetic.dim, "synthetic head dimension")->capture_default_str();
+  // Every generator parameter (numerics/synthetic.hpp documents the model).
+  for (auto [flag, value, help] : std::initializer_list<std::tuple<const char*, double*, const char*>>{
+           {"--token-scale-sigma", &synthetic.token_scale_sigma, "log-sd of token magnitudes"},
+           {"--token-scale-length", &synthetic.token_scale_length, "correlation length of token magnitudes (tokens)"},
+           {"--outlier-token-fraction", &synthetic.outlier_token_fraction, "fraction of tokens scaled up"},
+           {"--outlier-token-scale", &synthetic.outlier_token_scale, "their magnitude factor"},
+           {"--outlier-std", &synthetic.outlier_std, "spread of the outlier channels"},
+           {"--outlier-bias", &synthetic.outlier_bias, "bias of the outlier channels"},
+           {"--k-bias-std", &synthetic.k_bias_std, "spread of K's channel bias"},
+           {"--q-bias-std", &synthetic.q_bias_std, "spread of Q's channel bias"},
+           {"--q-segment-offset-std", &synthetic.q_segment_offset_std, "spread of Q's per-segment channel offsets"},
+           {"--v-bias-std", &synthetic.v_bias_std, "spread of V's channel bias"},
+           {"--q-gain", &synthetic.q_gain, "Q multiplier (attention sharpness)"}})
+    app.add_option(flag, *value, help)->capture_default_str();
+  app.add_option("--outlier-channels", synthetic.outlier_channels, "channels with outliers")->capture_default_str();
+  app.add_option("--q-segment-tokens", synthetic.q_segment_tokens, "tokens per Q offset segment")->capture_default_str();
+  app.add_option("--instruction", instruction, "per-thread groups from this instruction")->capture_default_str();
+  app.add_option("--element", element_name, "Q/K element format")->capture_default_str();
+  app.add_option("--warps", tiling.warps, "warps per thread block")->capture_default_str();
+  app.add_option("--block-q", tiling.block_q, "Q block (tokens)")->capture_default_str();
+  app.add_option("--block-k", tiling.block_k, "K block (tokens)")->capture_default_str();
+  app.add_option("--hadamard-seed", hadamard_seed, "HadmdAttn rotation seed")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    tiling.atom = parse_instruction(instruction);
+    if (auto why = tiling.validate()) throw std::invalid_argument("tiling: " + *why);
+    const Format element = format_from_string(element_name);
+    const AttentionData d = data.empty() ? make_synthetic_attention(synthetic)
+                                         : load_attention_npy(data[0], data[1], data[2]);
+    std::vector<Method> ms = methods(tiling, element);
+    for (Method& m : ms) m.config.hadamard_seed = hadamard_seed;
+
+    std::vector<Row> rows;
+    for (int h = 0; h < d.heads(); ++h) {
+      const MatrixD reference = attention_reference(d.q[h].cast<double>(), d.k[h].cast<double>(), d.v[h].cast<double>());
+      for (const Method& m : ms) {
+        const QkAttentionResult r = quantized_qk_attention(d.q[h], d.k[h], d.v[h], m.config);
+        rows.push_back({m.table, m.name, h, compare(reference, r.output), r.mean_q_scale, r.mean_k_scale});
+      }
+      std::cerr << "head " << h + 1 << "/" << d.heads() << " done\n";
+    }
+
+    std::filesystem::create_directories(out_dir);
+    const Provenance prov = Provenance::current();
+    nlohmann::json config{{"instruction", instruction},
+                          {"element", element_name},
+                          {"warps", tiling.warps},
+                          {"block_q", tiling.block_q},
+                          {"block_k", tiling.block_k},
+                          {"rounding", "nearest-even"},
+                          {"p_and_v", "float64"},
+                          {"reference", "float64 softmax(Q K^T / sqrt(d)) V"},
+                          {"hadamard_seed", hadamard_seed},
+                          {"heads", d.heads()},
+                          {"tokens", d.q[0].rows()},
+                          {"dim", d.q[0].cols()}};
+    if (data.empty()) config["synthetic"] = synthetic.to_json();
+    else config["data"] = data;
+    const std::string command_line = [&] {
+      std::string s;
+      for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+      return s;
+    }();
+
+    std::ofstream csv(out_dir + "/granularity.csv");
+    csv << prov.comment_line() << "\n# command: " << command_line << "\n";
+    csv << "table,method,head,cosine,relative_l1,rmse,max_abs,mean_q_scale,mean_k_scale\n";
+    for (const Row& r : rows)
+      csv << fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f},{:.8f},{:.8g},{:.8g}\n", r.table, r.method, r.head,
+                         r.m.cosine, r.m.relative_l1, r.m.rmse, r.m.max_abs, r.q_scale, r.k_scale);
+
+    std::ofstream summary_csv(out_dir + "/summary.csv");
+    summary_csv << prov.comment_line() << "\n# command: " << command_line << "\n";
+    summary_csv << "table,method,statistic,cosine,relative_l1,rmse\n";
+    nlohmann::json summary = nlohmann::json::array();
+    std::string markdown;
+    std::vector<std::string> tables;
+    for (const Method& m : ms)
+      if (std::find(tables.begin(), tables.end(), m.table) == tables.end()) tables.push_back(m.table);
+    for (const std::string& table : tables) {
+      const bool granularity = table.rfind("granularity", 0) == 0;
+      markdown += "\n### " + format_name(element) + " Q, K; P, V float64 — " + table + " (" + std::to_string(d.heads()) +
+                  " heads)\n\n";
+      markdown += "| Method | Cos Sim (mean) | Relative L1 (mean) | RMSE (mean) | Cos Sim (worst) | Relative L1 (worst) | "
+                  "RMSE (worst) |";
+      markdown += granularity ? " Q step / per-token | K step / per-token |\n" : "\n";
+      markdown += granularity ? "|---|---|---|---|---|---|---|---|---|\n" : "|---|---|---|---|---|---|---|\n";
+      const Summary token = summarize(rows, table, "per-token");
+      for (const Method& m : ms) {
+        if (m.table != table) continue;
+        const Summary s = summarize(rows, table, m.name);
+        markdown += fmt::format("| {} | {:.2f}% | {:.4f} | {:.4f} | {:.2f}% | {:.4f} | {:.4f} |", m.name,
+                                100 * s.mean.cosine, s.mean.relative_l1, s.mean.rmse, 100 * s.worst.cosine,
+                                s.worst.relative_l1, s.worst.rmse);
+        if (granularity) markdown += fmt::format(" {:.3f} | {:.3f} |", s.q_scale / token.q_scale, s.k_scale / token.k_scale);
+        markdown += "\n";
+        for (const auto& [stat, e] : {std::pair{"mean", s.mean}, std::pair{"worst", s.worst}})
+          summary_csv << fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f}\n", table, m.name, stat, e.cosine,
+                                     e.relative_l1, e.rmse);
+        summary.push_back({{"table", table},
+                           {"method", m.name},
+                           {"q_spec", m.config.q_spec.name},
+                           {"k_spec", m.config.k_spec.name},
+                           {"mean", {{"cosine", s.mean.cosine}, {"relative_l1", s.mean.relative_l1}, {"rmse", s.mean.rmse}}},
+                           {"worst", {{"cosine", s.worst.cosine}, {"relative_l1", s.worst.relative_l1}, {"rmse", s.worst.rmse}}},
+                           {"mean_q_scale", s.q_scale},
+                           {"mean_k_scale", s.k_scale}});
+      }
+    }
+    nlohmann::json j{{"provenance", prov.to_json()}, {"command", command_line}, {"config", config}, {"summary", summary}};
+    std::ofstream(out_dir + "/granularity.json") << j.dump(2) << "\n";
+    std::ofstream(out_dir + "/table.md") << "<!-- " << prov.comment_line() << " -->\n<!-- command: " << command_line
+                                         << " -->\n" << markdown;
+    std::cout << markdown;
+    std::cout << "\nwrote " << out_dir << "/{granularity.csv, summary.csv, granularity.json, table.md}\n";
+  } catch (const std::exception& e) {
+    std::cerr << "exp_granularity: error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

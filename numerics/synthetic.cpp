@@ -1,0 +1,178 @@
+#include "numerics/synthetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <random>
+#include <stdexcept>
+
+#include "numerics/npy.hpp"
+
+namespace lowbit {
+namespace {
+
+class Normal {
+ public:
+  explicit Normal(std::uint64_t seed) : engine_(seed) {}
+  double operator()() {
+    if (has_spare_) {
+      has_spare_ = false;
+      return spare_;
+    }
+    // 53-bit uniforms in (0, 1]; the standard fixes mt19937_64's output, not generate_canonical's.
+    const double u1 = (double(engine_() >> 11) + 1.0) * 0x1p-53;
+    const double u2 = double(engine_() >> 11) * 0x1p-53;
+    const double radius = std::sqrt(-2.0 * std::log(u1));
+    spare_ = radius * std::sin(2 * std::numbers::pi * u2);
+    has_spare_ = true;
+    return radius * std::cos(2 * std::numbers::pi * u2);
+  }
+  std::uint64_t below(std::uint64_t n) { return engine_() % n; }
+
+ private:
+  std::mt19937_64 engine_;
+  double spare_ = 0;
+  bool has_spare_ = false;
+};
+
+// exp(sigma * a(t)), a(t) white noise smoothed by a Gaussian kernel of width `length`,
+// normalised to unit variance; times the outlier scale on a random fraction of the tokens.
+std::vector<double> token_scales(Normal& normal, const SyntheticAttentionSpec& s) {
+  const int tokens = s.tokens;
+  const double sigma = s.token_scale_sigma, length = s.token_scale_length;
+  const int half = int(std::ceil(3 * length));
+  std::vector<double> noise(std::size_t(tokens + 2 * half));
+  for (double& z : noise) z = normal();
+  std::vector<double> kernel(std::size_t(2 * half + 1));
+  double norm = 0;
+  for (int i = -half; i <= half; ++i) {
+    kernel[std::size_t(i + half)] = length > 0 ? std::exp(-0.5 * (i / length) * (i / length)) : (i == 0);
+    norm += kernel[std::size_t(i + half)] * kernel[std::size_t(i + half)];
+  }
+  std::vector<double> r(static_cast<std::size_t>(tokens));
+  for (int t = 0; t < tokens; ++t) {
+    double a = 0;
+    for (int i = 0; i <= 2 * half; ++i) a += kernel[std::size_t(i)] * noise[std::size_t(t + i)];
+    r[std::size_t(t)] = std::exp(sigma * a / std::sqrt(norm));
+  }
+  const auto outliers = std::uint64_t(std::llround(s.outlier_token_fraction * tokens));
+  for (std::uint64_t i = 0; i < outliers; ++i) r[std::size_t(normal.below(std::uint64_t(tokens)))] *= s.outlier_token_scale;
+  return r;
+}
+
+}  // namespace
+
+std::optional<std::string> SyntheticAttentionSpec::validate() const {
+  if (heads < 1) return "heads=" + std::to_string(heads) + ": need at least one head";
+  if (tokens < 1) return "tokens=" + std::to_string(tokens) + ": need at least one token";
+  if (dim < 1) return "dim=" + std::to_string(dim) + ": need at least one channel";
+  if (outlier_channels < 0 || outlier_channels > dim)
+    return "outlier_channels=" + std::to_string(outlier_channels) + ": must be in [0, dim=" + std::to_string(dim) + "]";
+  if (q_segment_tokens < 1) return "q_segment_tokens=" + std::to_string(q_segment_tokens) + ": must be >= 1";
+  if (token_scale_length < 0 || token_scale_length > 1e5)
+    return "token_scale_length=" + std::to_string(token_scale_length) + ": must be in [0, 1e5]";
+  if (!(outlier_token_fraction >= 0 && outlier_token_fraction <= 1))
+    return "outlier_token_fraction=" + std::to_string(outlier_token_fraction) + ": must be in [0, 1]";
+  for (double v : {token_scale_sigma, outlier_token_scale, outlier_std, outlier_bias, k_bias_std, q_bias_std, q_segment_offset_std,
+                   v_bias_std, q_gain})
+    if (!std::isfinite(v) || v < 0) return "every spread, bias and gain must be finite and >= 0";
+  return std::nullopt;
+}
+
+nlohmann::json SyntheticAttentionSpec::to_json() const {
+  return {{"heads", heads},
+          {"tokens", tokens},
+          {"dim", dim},
+          {"seed", seed},
+          {"token_scale_sigma", token_scale_sigma},
+          {"token_scale_length", token_scale_length},
+          {"outlier_token_fraction", outlier_token_fraction},
+          {"outlier_token_scale", outlier_token_scale},
+          {"outlier_channels", outlier_channels},
+          {"outlier_std", outlier_std},
+          {"outlier_bias", outlier_bias},
+          {"k_bias_std", k_bias_std},
+          {"q_bias_std", q_bias_std},
+          {"q_segment_tokens", q_segment_tokens},
+          {"q_segment_offset_std", q_segment_offset_std},
+          {"v_bias_std", v_bias_std},
+          {"q_gain", q_gain}};
+}
+
+AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
+  if (auto why = s.validate()) throw std::invalid_argument("synthetic attention data: " + *why);
+  AttentionData data;
+  for (int h = 0; h < s.heads; ++h) {
+    Normal normal(s.seed * 0x9E3779B97F4A7C15ull + std::uint64_t(h));
+    std::vector<double> channel_std(std::size_t(s.dim), 1.0), k_bias(std::size_t(s.dim)), q_bias(std::size_t(s.dim)),
+        v_bias(std::size_t(s.dim));
+    for (int c = 0; c < s.dim; ++c) {
+      k_bias[std::size_t(c)] = s.k_bias_std * normal();
+      q_bias[std::size_t(c)] = s.q_bias_std * normal();
+      v_bias[std::size_t(c)] = s.v_bias_std * normal();
+    }
+    for (int i = 0; i < s.outlier_channels; ++i) {
+      std::size_t c;
+      do c = std::size_t(normal.below(std::uint64_t(s.dim)));
+      while (channel_std[c] != 1.0);
+      channel_std[c] = s.outlier_std;
+      const double sign = normal() < 0 ? -1.0 : 1.0;
+      k_bias[c] += sign * s.outlier_bias;
+      q_bias[c] += sign * s.outlier_bias / 2;
+    }
+    const int segments = (s.tokens + s.q_segment_tokens - 1) / s.q_segment_tokens;
+    MatrixD q_offset(segments, s.dim);
+    for (int g = 0; g < segments; ++g)
+      for (int c = 0; c < s.dim; ++c) q_offset(g, c) = s.q_segment_offset_std * normal();
+    const auto r_q = token_scales(normal, s);
+    const auto r_k = token_scales(normal, s);
+    const auto r_v = token_scales(normal, s);
+    MatrixF q(s.tokens, s.dim), k(s.tokens, s.dim), v(s.tokens, s.dim);
+    for (int t = 0; t < s.tokens; ++t)
+      for (int c = 0; c < s.dim; ++c) {
+        const auto ct = std::size_t(c), tt = std::size_t(t);
+        k(t, c) = float(k_bias[ct] + r_k[tt] * channel_std[ct] * normal());
+        q(t, c) = float(s.q_gain *
+                        (q_bias[ct] + q_offset(t / s.q_segment_tokens, c) + r_q[tt] * channel_std[ct] * normal()));
+        v(t, c) = float(v_bias[ct] + r_v[tt] * normal());
+      }
+    data.q.push_back(std::move(q));
+    data.k.push_back(std::move(k));
+    data.v.push_back(std::move(v));
+  }
+  return data;
+}
+
+namespace {
+
+std::vector<MatrixF> heads_of(const std::string& path) {
+  NpyArray a = read_npy(path);
+  if (a.shape.size() != 2 && a.shape.size() != 3)
+    throw std::runtime_error(path + ": shape has " + std::to_string(a.shape.size()) +
+                             " dimensions; expected [tokens, d] or [heads, tokens, d]");
+  const std::size_t heads = a.shape.size() == 3 ? a.shape[0] : 1;
+  const std::size_t tokens = a.shape[a.shape.size() - 2], dim = a.shape.back();
+  if (heads == 0 || tokens == 0 || dim == 0) throw std::runtime_error(path + ": empty array");
+  std::vector<MatrixF> out;
+  for (std::size_t h = 0; h < heads; ++h)
+    out.push_back(MatrixView<float>(a.data.data() + h * tokens * dim, Eigen::Index(tokens), Eigen::Index(dim)));
+  return out;
+}
+
+}  // namespace
+
+AttentionData load_attention_npy(const std::string& q_path, const std::string& k_path, const std::string& v_path) {
+  AttentionData d{heads_of(q_path), heads_of(k_path), heads_of(v_path)};
+  if (d.q.size() != d.k.size() || d.q.size() != d.v.size())
+    throw std::runtime_error("head counts differ: " + q_path + " has " + std::to_string(d.q.size()) + ", " + k_path +
+                             " " + std::to_string(d.k.size()) + ", " + v_path + " " + std::to_string(d.v.size()));
+  if (d.q[0].cols() != d.k[0].cols())
+    throw std::runtime_error("channel counts differ: " + q_path + " has d=" + std::to_string(d.q[0].cols()) + ", " +
+                             k_path + " d=" + std::to_string(d.k[0].cols()));
+  if (d.k[0].rows() != d.v[0].rows())
+    throw std::runtime_error("token counts differ: " + k_path + " has " + std::to_string(d.k[0].rows()) + ", " +
+                             v_path + " " + std::to_string(d.v[0].rows()));
+  return d;
+}
+
+}  // namespace lowbit
