@@ -18,6 +18,9 @@ namespace {
 constexpr std::uint32_t kFp32PositiveInf = 0x7f80'0000, kFp32NegativeInf = 0xff80'0000;
 constexpr std::uint32_t kFp16PositiveInf = 0x7c00, kFp16NegativeInf = 0xfc00;
 constexpr int kMaxChunk = 64;
+// The exponent zero codes decode with: low enough that a zero product's ea + eb never reaches a
+// model's zero-term exponent (the kernels give zero products e_zero themselves where it matters).
+constexpr int kZeroCodeExponent = -(1 << 20);
 
 Decoded decode_one(const Format& f, Code code) {
   Decoded d;
@@ -36,7 +39,7 @@ Decoded decode_one(const Format& f, Code code) {
     d.magnitude = std::int32_t(magnitude);
     return d;
   }
-  d.exponent = f.min_exponent();
+  d.exponent = kZeroCodeExponent;
   if (magnitude == 0) return d;
   d.exponent = std::max(std::ilogb(magnitude), f.min_exponent());
   d.magnitude = std::int32_t(std::ldexp(magnitude, f.mantissa_bits - d.exponent));  // exact: an integer < 2^(m+1)
@@ -55,6 +58,76 @@ AccumulatorFormat accumulator_format(const Format& f) {
 }
 
 std::int64_t shifted(std::int64_t magnitude, int pre, int right) { return (magnitude << pre) >> std::min(right, 63); }
+
+// The hot loop: one chunk of `Count` products. Finds E (the max of `E` and the products'
+// exponents, a zero product counting as `zero_exponent`) and returns the exact sum of
+// trunc(product * 2^(pre - extra - (E - exponent))). Lane is int32_t when the model's bound allows
+// (twice the SIMD lanes), else int64_t. `Blend` = false skips giving zero products the zero-term
+// exponent where that cannot change E (see Engine::Engine). Compiled twice and dispatched once at
+// load time: for AVX2 (variable per-lane shifts) and for the x86-64 baseline.
+template <class Lane, int Count, bool Blend>
+[[gnu::always_inline]] inline std::int64_t product_sum(const std::int32_t* ma, const std::int32_t* mb,
+                                                       const std::int32_t* ea, const std::int32_t* eb,
+                                                       const std::int32_t* na, const std::int32_t* nb,
+                                                       int zero_exponent, int pre, int extra, int& E) {
+  constexpr int kWidest = int(sizeof(Lane)) * 8 - 1;
+  Lane product[Count];
+  std::int32_t exponent[Count];
+  int e_max = E;
+  for (int t = 0; t < Count; ++t) {
+    const Lane m = Lane(ma[t]) * Lane(mb[t]);
+    const std::int32_t e = !Blend || m ? ea[t] + eb[t] : zero_exponent;
+    product[t] = m;
+    exponent[t] = e;
+    e_max = std::max(e_max, e);
+  }
+  Lane sum = 0;
+  for (int t = 0; t < Count; ++t) {
+    const Lane sign = na[t] ^ nb[t];
+    const Lane v = (product[t] << pre) >> std::min(e_max - exponent[t] + extra, kWidest);
+    sum += (v ^ sign) - sign;
+  }
+  E = e_max;
+  return sum;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LOWBIT_SIMD_CLONES
+#endif
+
+using ProductSum = std::int64_t (*)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
+                                    const std::int32_t*, const std::int32_t*, int, int, int, int&);
+
+#define LOWBIT_PRODUCT_SUM(NAME, LANE, COUNT, BLEND)                                                            \
+  LOWBIT_SIMD_CLONES std::int64_t NAME(const std::int32_t* ma, const std::int32_t* mb, const std::int32_t* ea,  \
+                                       const std::int32_t* eb, const std::int32_t* na, const std::int32_t* nb,  \
+                                       int zero_exponent, int pre, int extra, int& E) {                         \
+    return product_sum<LANE, COUNT, BLEND>(ma, mb, ea, eb, na, nb, zero_exponent, pre, extra, E);              \
+  }
+LOWBIT_PRODUCT_SUM(sum32_16, std::int32_t, 16, false)
+LOWBIT_PRODUCT_SUM(sum32_32, std::int32_t, 32, false)
+LOWBIT_PRODUCT_SUM(sum32_16_blend, std::int32_t, 16, true)
+LOWBIT_PRODUCT_SUM(sum32_32_blend, std::int32_t, 32, true)
+LOWBIT_PRODUCT_SUM(sum64_8_blend, std::int64_t, 8, true)
+LOWBIT_PRODUCT_SUM(sum64_16_blend, std::int64_t, 16, true)
+LOWBIT_PRODUCT_SUM(sum64_32_blend, std::int64_t, 32, true)
+LOWBIT_PRODUCT_SUM(sum64_64_blend, std::int64_t, 64, true)
+#undef LOWBIT_PRODUCT_SUM
+
+// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
+ProductSum product_sum_kernel(int chunk, bool narrow, bool blend) {
+  if (narrow && chunk == 16) return blend ? sum32_16_blend : sum32_16;
+  if (narrow && chunk == 32) return blend ? sum32_32_blend : sum32_32;
+  switch (chunk) {
+    case 8: return sum64_8_blend;
+    case 16: return sum64_16_blend;
+    case 32: return sum64_32_blend;
+    case 64: return sum64_64_blend;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -138,6 +211,15 @@ Engine::Engine(const Instruction& instruction)
   const double bound = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) +
                        std::ldexp(double(std::int64_t(2) << acc.fraction), std::max(acc_shift_, 0));
   if (bound >= 0x1p53) throw std::invalid_argument(at.name + ": this model's chunk sums could exceed 53 bits");
+  // The products of a chunk fit 32-bit lanes when their shifted sum stays below 2^31. A zero
+  // product's exponent (e_zero) cannot change E when every nonzero product's exponent and the
+  // accumulator's smallest exponent lie above e_zero: the accumulator (or e_zero, when it is zero)
+  // starts the max, and a zero product's ea + eb (zero codes decode with kZeroCodeExponent) stays
+  // below it. Otherwise (bf16, scaled products) the kernel blends.
+  const bool narrow = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) < 0x1p31;
+  const bool blend = p_.scale_mode != ScaleMode::none || at.a.min_exponent() + at.b.min_exponent() <= p_.zero_exponent ||
+                     acc.format.min_exponent() <= p_.zero_exponent;
+  product_sum_ = product_sum_kernel(p_.chunk, narrow, blend);
 }
 
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
@@ -298,58 +380,47 @@ std::uint32_t Engine::chunk(const Operand& a, Eigen::Index i, const Operand& b, 
   if (special || acc.special != Special::finite)
     if (auto result = special_result(a, i, b, j, first, acc)) return *result;
 
-  // The terms: products (or, block-scaled per group, exact group sums), zero terms at e_zero.
-  std::int64_t magnitude[kMaxChunk], negative[kMaxChunk];
-  std::int32_t exponent[kMaxChunk];
-  int count = 0;
   int E = acc.magnitude ? acc.exponent : p_.zero_exponent;
   const std::size_t ia = std::size_t(i * a.depth + first), ib = std::size_t(j * b.depth + first);
   const std::int32_t *ma = &a.magnitude[ia], *mb = &b.magnitude[ib];
   const std::int32_t *ea = &a.exponent[ia], *eb = &b.exponent[ib];
   const std::int32_t *na = &a.negative[ia], *nb = &b.negative[ib];
+  const int pre = std::max(product_shift_, 0), extra = std::max(-product_shift_, 0);
+  std::int64_t sum = 0;
   if (p_.scale_mode != ScaleMode::per_group) {
-    count = p_.chunk;
-    for (int t = 0; t < count; ++t) {
-      const std::int64_t m = std::int64_t(ma[t]) * mb[t];
-      const std::int32_t e = m ? ea[t] + eb[t] : p_.zero_exponent;
-      magnitude[t] = m;
-      exponent[t] = e;
-      negative[t] = na[t] ^ nb[t];
-      E = std::max(E, e);
-    }
+    sum = product_sum_(ma, mb, ea, eb, na, nb, p_.zero_exponent, pre, extra, E);
   } else {
     // Group sums in units of 2^(emin_a + emin_b - fraction_a - fraction_b); a group is a zero term
     // when all its products are zero or a scale is zero (a sum that cancels keeps its exponent).
     const Atom& at = instruction_.atom;
     const int min_a = at.a.min_exponent(), min_b = at.b.min_exponent();
     const Eigen::Index blocks = a.K / at.scale_block;
+    std::int64_t magnitude[kMaxChunk], negative[kMaxChunk];
+    std::int32_t exponent[kMaxChunk];
+    int count = 0;
     for (int g = 0; g < p_.chunk; g += p_.group, ++count) {
-      std::int64_t sum = 0;
+      std::int64_t group_sum = 0;
       bool nonzero = false;
       for (int t = g; t < g + p_.group; ++t) {
         const std::int64_t m = std::int64_t(ma[t]) * mb[t];
-        const std::int64_t term = m << ((ea[t] - min_a) + (eb[t] - min_b));
+        const std::int64_t term = m ? m << ((ea[t] - min_a) + (eb[t] - min_b)) : 0;
         const std::int64_t sign = na[t] ^ nb[t];
-        sum += (term ^ sign) - sign;
+        group_sum += (term ^ sign) - sign;
         nonzero = nonzero || m != 0;
       }
       const Eigen::Index block = (first + g) / at.scale_block;  // per-group models keep k in order
       const Decoded& sa = a.scale[std::size_t(i * blocks + block)];
       const Decoded& sb = b.scale[std::size_t(j * blocks + block)];
       const bool zero = !nonzero || sa.magnitude == 0 || sb.magnitude == 0;
-      magnitude[count] = (sum < 0 ? -sum : sum) * sa.magnitude * sb.magnitude;
-      negative[count] = sum < 0 ? -1 : 0;
+      magnitude[count] = (group_sum < 0 ? -group_sum : group_sum) * sa.magnitude * sb.magnitude;
+      negative[count] = group_sum < 0 ? -1 : 0;
       exponent[count] = zero ? p_.zero_exponent : sa.exponent + sb.exponent;
       E = std::max(E, exponent[count]);
     }
-  }
-
-  // S = exact sum of trunc(term * 2^(F - E)).
-  const int pre = std::max(product_shift_, 0), extra = std::max(-product_shift_, 0);
-  std::int64_t sum = 0;
-  for (int t = 0; t < count; ++t) {
-    const std::int64_t v = shifted(magnitude[t], pre, E - exponent[t] + extra);
-    sum += (v ^ negative[t]) - negative[t];
+    for (int t = 0; t < count; ++t) {
+      const std::int64_t v = shifted(magnitude[t], pre, E - exponent[t] + extra);
+      sum += (v ^ negative[t]) - negative[t];
+    }
   }
   if (acc.magnitude) {
     const std::int64_t v =
@@ -363,6 +434,19 @@ std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {
   static const ConversionOptions toward_zero{Rounding::toward_zero};
   static const ConversionOptions nearest_even_to_inf{Rounding::nearest_even, Overflow::inf};
   if (sum == 0) return 0;  // an exact zero is +0
+  if (p_.rounding != OutputRounding::rne_fp16) {
+    // A normal binary32 result, rounded toward zero, is the leading 24 (or 14, e8m13) bits of
+    // |sum|: the hot path. Subnormal and overflowing results go through encode() below.
+    const std::uint64_t magnitude = std::uint64_t(sum < 0 ? -sum : sum);
+    const int top = 63 - std::countl_zero(magnitude);
+    const int exponent = top + scale_exponent;
+    if (exponent >= -126 && exponent <= 127) {
+      const std::uint64_t significand = top >= 23 ? magnitude >> (top - 23) : magnitude << (23 - top);
+      const std::uint32_t cleared = p_.rounding == OutputRounding::rz_e8m13 ? 0x3ffu : 0u;
+      return (sum < 0 ? 0x8000'0000u : 0u) | (std::uint32_t(exponent + 127) << 23) |
+             (std::uint32_t(significand) & 0x7f'ffffu & ~cleared);
+    }
+  }
   const double x = std::ldexp(double(sum), scale_exponent);  // exact: |sum| < 2^53
   switch (p_.rounding) {
     case OutputRounding::rz_fp32:

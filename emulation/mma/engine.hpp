@@ -19,8 +19,8 @@ enum class Special : std::uint8_t { finite, nan, inf };
 
 // A decoded element: value = (negative ? -1 : 1) * magnitude * 2^(exponent - fraction), where
 // fraction is the format's mantissa bits and exponent is floor(log2 |value|) clamped to the
-// format's smallest normal exponent (so a subnormal has magnitude < 2^fraction). Integers:
-// exponent 0, fraction 0.
+// format's smallest normal exponent (so a subnormal has magnitude < 2^fraction). A zero has a
+// very low exponent (engine.cpp, kZeroCodeExponent). Integers: exponent 0, fraction 0.
 struct Decoded {
   std::int32_t magnitude = 0;
   std::int32_t exponent = 0;
@@ -83,6 +83,9 @@ class Engine {
   std::vector<int> order_;  // position within a k step -> k
   int product_shift_ = 0;   // F - (fraction of a product term)
   int acc_shift_ = 0;       // F - (fraction of the accumulator)
+  // The chunk kernel (engine.cpp: lane width, chunk length, zero-exponent blend).
+  std::int64_t (*product_sum_)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
+                               const std::int32_t*, const std::int32_t*, int, int, int, int&) = nullptr;
 };
 
 // An fp32 round-to-nearest-even add with the GPU's canonical NaN.

@@ -317,6 +317,19 @@ std::string canonical_name(const ParsedName& p, std::string_view scale_vec) {
   return s;
 }
 
+ParsedName family_name(const Family& f, int n, std::vector<std::string> types) {
+  ParsedName p;
+  p.issue = f.issue;
+  p.m = f.m;
+  p.n = n;
+  p.k = f.k;
+  p.kind = f.kind;
+  p.block_scale = !f.scale_vec.empty();
+  p.satfinite = f.satfinite;
+  p.types = std::move(types);
+  return p;
+}
+
 std::string family_pattern(const Family& f) {
   const auto alternatives = [](const std::vector<std::string_view>& v) {
     if (v.size() == 1) return std::string(v[0]);
@@ -327,17 +340,10 @@ std::string family_pattern(const Family& f) {
     }
     return s + "}";
   };
-  ParsedName p;
-  p.issue = f.issue;
-  p.m = f.m;
-  p.n = f.n.min;
-  p.k = f.k;
-  p.kind = f.kind;
-  p.block_scale = !f.scale_vec.empty();
-  p.satfinite = f.satfinite;
+  std::vector<std::string> types;
   for (const auto* v : {&f.d, &f.a, &f.b, &f.c, &f.s})
-    if (!v->empty()) p.types.push_back(alternatives(*v));
-  std::string name = canonical_name(p, f.scale_vec);
+    if (!v->empty()) types.push_back(alternatives(*v));
+  std::string name = canonical_name(family_name(f, f.n.min, types), f.scale_vec);
   std::string range;
   if (f.n.max != f.n.min) {
     const std::string shape = shape_text(f.m, f.n.min, f.k);
@@ -434,6 +440,29 @@ std::vector<std::string> modeled_instructions() {
   std::vector<std::string> lines;
   for (const auto& f : families()) lines.push_back(family_pattern(f));
   return lines;
+}
+
+std::vector<InstructionName> instruction_names() {
+  std::vector<InstructionName> names;
+  for (const auto& f : families()) {
+    std::vector<std::vector<std::string>> combinations{{}};
+    for (const auto* slot : {&f.d, &f.a, &f.b, &f.c, &f.s}) {
+      if (slot->empty()) continue;
+      std::vector<std::vector<std::string>> next;
+      for (const auto& prefix : combinations)
+        for (auto t : *slot) {
+          next.push_back(prefix);
+          next.back().emplace_back(t);
+        }
+      combinations = std::move(next);
+    }
+    for (const auto& types : combinations) {
+      names.push_back({std::string(f.arch), canonical_name(family_name(f, f.n.min, types), f.scale_vec)});
+      if (f.n.max != f.n.min)
+        names.push_back({std::string(f.arch), canonical_name(family_name(f, f.n.max, types), f.scale_vec)});
+    }
+  }
+  return names;
 }
 
 Instruction find_instruction(std::string_view arch_name, std::string_view name) {

@@ -144,6 +144,12 @@ class UnknownInstruction : public std::invalid_argument {
 // legal N. Throws UnknownInstruction naming what is wrong and listing the modeled instructions.
 Instruction find_instruction(std::string_view arch, std::string_view name);
 
+// Every modeled instruction (each type combination; N at the family's smallest and largest).
+struct InstructionName {
+  std::string arch, name;
+};
+std::vector<InstructionName> instruction_names();
+
 // One line per modeled family, e.g.
 // "sm_90  wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3|e5m2}.{e4m3|e5m2}  (N = 8..256 step 8)  verified".
 std::vector<std::string> modeled_instructions();
