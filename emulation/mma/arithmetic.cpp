@@ -48,11 +48,7 @@ std::vector<std::uint32_t> execute(const Instruction& instruction, const TileInp
   const auto a = engine.decode(in.a, at.m, at.k, at.k, in.scale_a, false);
   const auto b = engine.decode(in.b, at.n, at.k, at.k, in.scale_b, true);
   std::vector<std::uint32_t> d(std::size_t(at.m) * std::size_t(at.n));
-  for (int i = 0; i < at.m; ++i)
-    for (int j = 0; j < at.n; ++j) {
-      const auto at_ij = std::size_t(i) * std::size_t(at.n) + std::size_t(j);
-      d[at_ij] = engine.run(a, i, b, j, in.c[at_ij], KLoop{});
-    }
+  engine.run_all(a, b, in.c.data(), d.data(), KLoop{});
   return d;
 }
 

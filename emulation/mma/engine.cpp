@@ -1,8 +1,11 @@
 #include "emulation/mma/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -116,6 +119,104 @@ LOWBIT_PRODUCT_SUM(sum64_32_blend, std::int64_t, 32, true)
 LOWBIT_PRODUCT_SUM(sum64_64_blend, std::int64_t, 64, true)
 #undef LOWBIT_PRODUCT_SUM
 
+// The same chunk for kLanes outputs at once: A's row (one value per t, broadcast) against kLanes
+// columns of B (B's k-major copy, `stride` apart per t). E and the sums are per output. Written
+// with GCC vector extensions: one AVX2 register holds the 8 int32 lanes (two for int64 lanes).
+// (-Wpsabi: these vectors never cross a call boundary; helpers are always inlined.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+using Int32x8 = std::int32_t __attribute__((vector_size(32)));
+using Int64x8 = std::int64_t __attribute__((vector_size(64)));
+static_assert(kLanes == 8);
+
+[[gnu::always_inline]] inline Int32x8 load8(const std::int32_t* p) {
+  Int32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The shifts of a model's terms (see Engine::Engine).
+struct Shifts {
+  int zero_exponent;
+  int pre, extra;          // products: value * 2^(F - E) = (magnitude << pre) >> (E - exponent + extra)
+  int acc_pre, acc_extra;  // the accumulator's 24-bit magnitude likewise
+};
+
+template <class Lane, int Count, bool Blend>
+[[gnu::always_inline]] inline void product_sums(const std::int32_t* ma, const std::int32_t* ea, const std::int32_t* na,
+                                                const std::int32_t* mb, const std::int32_t* eb, const std::int32_t* nb,
+                                                std::ptrdiff_t stride, const std::uint32_t* acc_bits,
+                                                const Shifts& shift, std::int32_t* E, std::int64_t* sums) {
+  using Vector = std::conditional_t<sizeof(Lane) == 4, Int32x8, Int64x8>;
+  constexpr int kWidest = int(sizeof(Lane)) * 8 - 1;
+  // The binary32 accumulators (finite): 24-bit magnitude, exponent clamped at -126.
+  Int32x8 bits;
+  std::memcpy(&bits, acc_bits, sizeof bits);
+  const Int32x8 field = (bits >> 23) & 0xff, fraction = bits & 0x7f'ffff;
+  const Int32x8 acc_magnitude = field != 0 ? fraction | (1 << 23) : fraction;
+  const Int32x8 acc_exponent = field != 0 ? field - 127 : Int32x8{} - 126;
+  Int32x8 e_max = acc_magnitude != 0 ? acc_exponent : shift.zero_exponent;
+
+  Vector product[Count];
+  Int32x8 exponent[Count];
+  for (int t = 0; t < Count; ++t) {
+    const Vector m = __builtin_convertvector(load8(mb + t * stride), Vector) * Lane(ma[t]);
+    Int32x8 e = load8(eb + t * stride) + ea[t];
+    if constexpr (Blend) e = __builtin_convertvector(m != 0, Int32x8) ? e : shift.zero_exponent;
+    product[t] = m;
+    exponent[t] = e;
+    e_max = e_max > e ? e_max : e;
+  }
+  Vector sum = {};
+  for (int t = 0; t < Count; ++t) {
+    const Vector sign = __builtin_convertvector(load8(nb + t * stride) ^ na[t], Vector);
+    Int32x8 right = e_max - exponent[t] + shift.extra;
+    right = right < kWidest ? right : kWidest;
+    const Vector v = (product[t] << shift.pre) >> __builtin_convertvector(right, Vector);
+    sum += (v ^ sign) - sign;
+  }
+  Int32x8 right = e_max - acc_exponent + shift.acc_extra;
+  right = right < 63 ? right : 63;
+  const Int64x8 acc = (__builtin_convertvector(acc_magnitude, Int64x8) << shift.acc_pre) >>
+                      __builtin_convertvector(right, Int64x8);
+  const Int64x8 acc_sign = __builtin_convertvector(bits >> 31, Int64x8);  // 0 or -1
+  const Int64x8 total = __builtin_convertvector(sum, Int64x8) + ((acc ^ acc_sign) - acc_sign);
+  std::memcpy(E, &e_max, sizeof e_max);
+  std::memcpy(sums, &total, sizeof total);
+}
+
+using ProductSums = void (*)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
+                             const std::int32_t*, const std::int32_t*, std::ptrdiff_t, const std::uint32_t*,
+                             const Shifts&, std::int32_t*, std::int64_t*);
+
+#define LOWBIT_PRODUCT_SUMS(NAME, LANE, COUNT, BLEND)                                                            \
+  LOWBIT_SIMD_CLONES void NAME(const std::int32_t* ma, const std::int32_t* ea, const std::int32_t* na,            \
+                               const std::int32_t* mb, const std::int32_t* eb, const std::int32_t* nb,            \
+                               std::ptrdiff_t stride, const std::uint32_t* acc_bits, const Shifts& shift,        \
+                               std::int32_t* E, std::int64_t* sums) {                                             \
+    product_sums<LANE, COUNT, BLEND>(ma, ea, na, mb, eb, nb, stride, acc_bits, shift, E, sums);                   \
+  }
+LOWBIT_PRODUCT_SUMS(sums32_16, std::int32_t, 16, false)
+LOWBIT_PRODUCT_SUMS(sums32_32, std::int32_t, 32, false)
+LOWBIT_PRODUCT_SUMS(sums32_16_blend, std::int32_t, 16, true)
+LOWBIT_PRODUCT_SUMS(sums32_32_blend, std::int32_t, 32, true)
+LOWBIT_PRODUCT_SUMS(sums64_8_blend, std::int64_t, 8, true)
+LOWBIT_PRODUCT_SUMS(sums64_16_blend, std::int64_t, 16, true)
+LOWBIT_PRODUCT_SUMS(sums64_32_blend, std::int64_t, 32, true)
+LOWBIT_PRODUCT_SUMS(sums64_64_blend, std::int64_t, 64, true)
+#undef LOWBIT_PRODUCT_SUMS
+
+ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
+  if (narrow && chunk == 16) return blend ? sums32_16_blend : sums32_16;
+  if (narrow && chunk == 32) return blend ? sums32_32_blend : sums32_32;
+  switch (chunk) {
+    case 8: return sums64_8_blend;
+    case 16: return sums64_16_blend;
+    case 32: return sums64_32_blend;
+    case 64: return sums64_64_blend;
+  }
+  return nullptr;
+}
+
 // The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
 ProductSum product_sum_kernel(int chunk, bool narrow, bool blend) {
   if (narrow && chunk == 16) return blend ? sum32_16_blend : sum32_16;
@@ -220,6 +321,9 @@ Engine::Engine(const Instruction& instruction)
   const bool blend = p_.scale_mode != ScaleMode::none || at.a.min_exponent() + at.b.min_exponent() <= p_.zero_exponent ||
                      acc.format.min_exponent() <= p_.zero_exponent;
   product_sum_ = product_sum_kernel(p_.chunk, narrow, blend);
+  // Lanes need binary32 accumulators and per-product terms.
+  if (acc.format == formats::fp32 && p_.scale_mode != ScaleMode::per_group)
+    product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
 }
 
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
@@ -269,39 +373,101 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
       op.codes[at_q] = code;
       if (special) op.special_step[std::size_t(line * steps + s)] = 1;
     }
+  if (as_b) {
+    op.k_magnitude.resize(size);
+    op.k_exponent.resize(size);
+    op.k_negative.resize(size);
+    for (Eigen::Index line = 0; line < lines; ++line)
+      for (Eigen::Index q = 0; q < depth; ++q) {
+        const auto from = std::size_t(line * depth + q), to = std::size_t(q * lines + line);
+        op.k_magnitude[to] = op.magnitude[from];
+        op.k_exponent[to] = op.exponent[from];
+        op.k_negative[to] = op.negative[from];
+      }
+  }
   return op;
 }
 
-std::uint32_t Engine::run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, std::uint32_t c_bits,
-                          const KLoop& loop) const {
+void Engine::run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes,
+                 const std::uint32_t* c_bits, std::uint32_t* d, const KLoop& loop) const {
   const Eigen::Index steps = a.depth / instruction_.atom.k;
+  std::array<std::uint32_t, kLanes> acc{};
   if (loop.mmas_per_flush == 0) {
-    std::uint32_t acc = c_bits;
-    for (Eigen::Index s = 0; s < steps; ++s) acc = step(a, i, b, j, s, acc);
-    return acc;
+    std::copy(c_bits, c_bits + lanes, acc.begin());
+    for (Eigen::Index s = 0; s < steps; ++s) step(a, i, b, j0, lanes, s, acc.data());
+    std::copy(acc.begin(), acc.begin() + lanes, d);
+    return;
   }
   const bool half = instruction_.atom.d == formats::fp16;
-  std::uint32_t outer = c_bits;
+  std::copy(c_bits, c_bits + lanes, d);  // the fp32 accumulator
   for (Eigen::Index first = 0; first < steps; first += loop.mmas_per_flush) {
-    std::uint32_t inner = 0;  // +0
+    acc.fill(0);  // a fresh register: +0
     for (Eigen::Index s = first; s < std::min<Eigen::Index>(steps, first + loop.mmas_per_flush); ++s)
-      inner = step(a, i, b, j, s, inner);
-    const std::uint32_t inner32 = half ? std::bit_cast<std::uint32_t>(float(lowbit::decode(formats::fp16, inner))) : inner;
-    outer = fp32_add(outer, inner32);
+      step(a, i, b, j0, lanes, s, acc.data());
+    for (int l = 0; l < lanes; ++l)
+      d[l] = fp32_add(d[l], half ? std::bit_cast<std::uint32_t>(float(lowbit::decode(formats::fp16, acc[l]))) : acc[l]);
   }
-  return outer;
 }
 
-std::uint32_t Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
-                           std::uint32_t acc_in) const {
-  if (instruction_.model.arithmetic == Arithmetic::integer) return integer_step(a, i, b, j, s, acc_in);
+void Engine::run_all(const Operand& a, const Operand& b, const std::uint32_t* c, std::uint32_t* d,
+                     const KLoop& loop) const {
+  const Eigen::Index M = a.lines, N = b.lines;
+  // Column blocks keep a few columns of B hot while every row of A passes over them.
+  constexpr Eigen::Index kColumnBlock = 4 * kLanes;
+  for (Eigen::Index j0 = 0; j0 < N; j0 += kColumnBlock)
+    for (Eigen::Index i = 0; i < M; ++i)
+      for (Eigen::Index j = j0; j < std::min(N, j0 + kColumnBlock);) {
+        const int lanes = N - j >= kLanes ? kLanes : 1;
+        run(a, i, b, j, lanes, c + i * N + j, d + i * N + j, loop);
+        j += lanes;
+      }
+}
+
+void Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, Eigen::Index s,
+                  std::uint32_t* acc) const {
+  if (instruction_.model.arithmetic == Arithmetic::integer) {
+    for (int l = 0; l < lanes; ++l) acc[l] = integer_step(a, i, b, j0 + l, s, acc[l]);
+    return;
+  }
   const Eigen::Index steps = a.depth / instruction_.atom.k;
-  const bool special = a.special_step[std::size_t(i * steps + s)] || b.special_step[std::size_t(j * steps + s)];
+  bool special = a.special_step[std::size_t(i * steps + s)];
+  for (int l = 0; l < lanes; ++l) special = special || b.special_step[std::size_t((j0 + l) * steps + s)];
   const bool after = p_.c_entry == CEntry::fp32_add_after;
-  std::uint32_t acc = after ? 0 : acc_in;
-  for (int first = 0; first < instruction_.atom.k; first += p_.chunk)
-    acc = chunk(a, i, b, j, s * instruction_.atom.k + first, acc, special);
-  return after ? fp32_add(acc, acc_in) : acc;
+  std::array<std::uint32_t, kLanes> c{};
+  if (after) std::copy(acc, acc + lanes, c.begin()), std::fill(acc, acc + lanes, 0u);
+  for (int first = 0; first < instruction_.atom.k; first += p_.chunk) {
+    const Eigen::Index q = s * instruction_.atom.k + first;
+    if (lanes == kLanes && product_sums_) {
+      chunk_lanes(a, i, b, j0, q, acc, special);
+    } else {
+      for (int l = 0; l < lanes; ++l) acc[l] = chunk(a, i, b, j0 + l, q, acc[l], special);
+    }
+  }
+  if (after)
+    for (int l = 0; l < lanes; ++l) acc[l] = fp32_add(acc[l], c[std::size_t(l)]);
+}
+
+void Engine::chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, Eigen::Index first,
+                         std::uint32_t* acc_bits, bool special) const {
+  for (int l = 0; l < kLanes; ++l) special = special || (acc_bits[l] & 0x7f80'0000u) == 0x7f80'0000u;
+  if (special) {  // NaN/Inf somewhere: lane by lane
+    for (int l = 0; l < kLanes; ++l) acc_bits[l] = chunk(a, i, b, j0 + l, first, acc_bits[l], true);
+    return;
+  }
+  std::int32_t E[kLanes];
+  std::int64_t sums[kLanes];
+  const auto ia = std::size_t(i * a.depth + first), ib = std::size_t(first * b.lines + j0);
+  const Shifts shift{p_.zero_exponent, std::max(product_shift_, 0), std::max(-product_shift_, 0),
+                     std::max(acc_shift_, 0), std::max(-acc_shift_, 0)};
+  reinterpret_cast<ProductSums>(product_sums_)(&a.magnitude[ia], &a.exponent[ia], &a.negative[ia], &b.k_magnitude[ib],
+                                               &b.k_exponent[ib], &b.k_negative[ib], b.lines, acc_bits, shift, E, sums);
+  for (int l = 0; l < kLanes; ++l) acc_bits[l] = round(sums[l], E[l] - p_.fraction_bits);
+}
+
+std::int64_t Engine::accumulator_term(const Acc& acc, int E) const {
+  if (!acc.magnitude) return 0;
+  const std::int64_t v = shifted(acc.magnitude, std::max(acc_shift_, 0), E - acc.exponent + std::max(-acc_shift_, 0));
+  return acc.negative ? -v : v;
 }
 
 std::uint32_t Engine::integer_step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
@@ -422,12 +588,7 @@ std::uint32_t Engine::chunk(const Operand& a, Eigen::Index i, const Operand& b, 
       sum += (v ^ negative[t]) - negative[t];
     }
   }
-  if (acc.magnitude) {
-    const std::int64_t v =
-        shifted(acc.magnitude, std::max(acc_shift_, 0), E - acc.exponent + std::max(-acc_shift_, 0));
-    sum += acc.negative ? -v : v;
-  }
-  return round(sum, E - p_.fraction_bits);
+  return round(sum + accumulator_term(acc, E), E - p_.fraction_bits);
 }
 
 std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {

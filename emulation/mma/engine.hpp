@@ -17,6 +17,9 @@ namespace lowbit::mma::detail {
 
 enum class Special : std::uint8_t { finite, nan, inf };
 
+// Outputs computed together: one row of A against kLanes columns of B (one AVX2 register of int32).
+inline constexpr int kLanes = 8;
+
 // A decoded element: value = (negative ? -1 : 1) * magnitude * 2^(exponent - fraction), where
 // fraction is the format's mantissa bits and exponent is floor(log2 |value|) clamped to the
 // format's smallest normal exponent (so a subnormal has magnitude < 2^fraction). A zero has a
@@ -39,6 +42,8 @@ struct Operand {
   std::vector<std::int32_t> magnitude, exponent, negative;  // lines x depth
   std::vector<std::uint8_t> special_step;  // lines x steps: the step holds a NaN/Inf (or NaN scale)
   std::vector<std::uint32_t> codes;        // lines x depth, original codes in the same order
+  // B only: magnitude, exponent, negative again, depth x lines (k-major), for kLanes columns at once.
+  std::vector<std::int32_t> k_magnitude, k_exponent, k_negative;
   // Block scales, lines x (depth / scale_block), decoded (per_group) or folded into `exponent`
   // (per_product).
   std::vector<Decoded> scale;
@@ -55,9 +60,13 @@ class Engine {
   Operand decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
                  std::span<const std::uint32_t> scales, bool as_b) const;
 
-  // One output element: A's line i and B's line j through the K loop, starting from c_bits.
-  std::uint32_t run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, std::uint32_t c_bits,
-                    const KLoop& loop) const;
+  // Outputs (i, j0 .. j0 + lanes - 1), lanes 1 or kLanes: A's line i against B's lines through the
+  // K loop, from c_bits[l] to d[l].
+  void run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, const std::uint32_t* c_bits,
+           std::uint32_t* d, const KLoop& loop) const;
+
+  // Every output: d = the K loop of A (M lines) and B (N lines) from c; c and d row-major M x N.
+  void run_all(const Operand& a, const Operand& b, const std::uint32_t* c, std::uint32_t* d, const KLoop& loop) const;
 
   const Instruction& instruction() const { return instruction_; }
 
@@ -67,8 +76,11 @@ class Engine {
   const Format& output_format() const;
   std::optional<std::uint32_t> special_result(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j,
                                               Eigen::Index first, const Acc& acc) const;
-  std::uint32_t step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
-                     std::uint32_t acc_bits) const;
+  void step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, Eigen::Index s,
+            std::uint32_t* acc) const;
+  void chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, Eigen::Index first,
+                   std::uint32_t* acc_bits, bool special) const;
+  std::int64_t accumulator_term(const Acc& acc, int E) const;
   std::uint32_t chunk(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index first,
                       std::uint32_t acc_bits, bool special) const;
   std::uint32_t round(std::int64_t sum, int scale_exponent) const;
@@ -86,6 +98,9 @@ class Engine {
   // The chunk kernel (engine.cpp: lane width, chunk length, zero-exponent blend).
   std::int64_t (*product_sum_)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
                                const std::int32_t*, const std::int32_t*, int, int, int, int&) = nullptr;
+  // The same for kLanes columns of B at once, accumulator included (engine.cpp's ProductSums;
+  // none for per-group scaling or f16 accumulators).
+  void (*product_sums_)() = nullptr;
 };
 
 // An fp32 round-to-nearest-even add with the GPU's canonical NaN.

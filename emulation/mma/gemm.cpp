@@ -62,11 +62,7 @@ MatrixCode gemm(const Instruction& instruction, const GemmOperands& op, const KL
   const auto a = engine.decode({op.a.data(), std::size_t(op.a.size())}, M, K, depth, scale_a, false);
   const auto b = engine.decode({op.b.data(), std::size_t(op.b.size())}, N, K, depth, scale_b, true);
   MatrixCode d(M, N);
-  // Column blocks keep a few columns of B hot while every row of A passes over them.
-  constexpr Eigen::Index kColumnBlock = 16;
-  for (Eigen::Index j0 = 0; j0 < N; j0 += kColumnBlock)
-    for (Eigen::Index i = 0; i < M; ++i)
-      for (Eigen::Index j = j0; j < std::min(N, j0 + kColumnBlock); ++j) d(i, j) = engine.run(a, i, b, j, op.c(i, j), loop);
+  engine.run_all(a, b, op.c.data(), d.data(), loop);
   return d;
 }
 
