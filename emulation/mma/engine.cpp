@@ -5,10 +5,10 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -22,7 +22,7 @@ constexpr std::uint32_t kFp32PositiveInf = 0x7f80'0000, kFp32NegativeInf = 0xff8
 constexpr std::uint32_t kFp16PositiveInf = 0x7c00, kFp16NegativeInf = 0xfc00;
 constexpr int kMaxChunk = 64;
 // The exponent zero codes decode with: low enough that a zero product's ea + eb never reaches a
-// model's zero-term exponent (the kernels give zero products e_zero themselves where it matters).
+// model's zero-term exponent (the kernel gives zero products e_zero itself where it matters).
 constexpr int kZeroCodeExponent = -(1 << 20);
 
 Decoded decode_one(const Format& f, Code code) {
@@ -49,79 +49,21 @@ Decoded decode_one(const Format& f, Code code) {
   return d;
 }
 
-// The accumulator's value decoded like an element (binary32 or binary16 bits).
-struct AccumulatorFormat {
-  Format format;
-  int fraction;
-};
-
-AccumulatorFormat accumulator_format(const Format& f) {
-  if (f == formats::fp16) return {f, 10};
-  return {formats::fp32, 23};
-}
-
 std::int64_t shifted(std::int64_t magnitude, int pre, int right) { return (magnitude << pre) >> std::min(right, 63); }
 
-// The hot loop: one chunk of `Count` products. Finds E (the max of `E` and the products'
-// exponents, a zero product counting as `zero_exponent`) and returns the exact sum of
-// trunc(product * 2^(pre - extra - (E - exponent))). Lane is int32_t when the model's bound allows
-// (twice the SIMD lanes), else int64_t. `Blend` = false skips giving zero products the zero-term
-// exponent where that cannot change E (see Engine::Engine). Compiled twice and dispatched once at
-// load time: for AVX2 (variable per-lane shifts) and for the x86-64 baseline.
-template <class Lane, int Count, bool Blend>
-[[gnu::always_inline]] inline std::int64_t product_sum(const std::int32_t* ma, const std::int32_t* mb,
-                                                       const std::int32_t* ea, const std::int32_t* eb,
-                                                       const std::int32_t* na, const std::int32_t* nb,
-                                                       int zero_exponent, int pre, int extra, int& E) {
-  constexpr int kWidest = int(sizeof(Lane)) * 8 - 1;
-  Lane product[Count];
-  std::int32_t exponent[Count];
-  int e_max = E;
-  for (int t = 0; t < Count; ++t) {
-    const Lane m = Lane(ma[t]) * Lane(mb[t]);
-    const std::int32_t e = !Blend || m ? ea[t] + eb[t] : zero_exponent;
-    product[t] = m;
-    exponent[t] = e;
-    e_max = std::max(e_max, e);
-  }
-  Lane sum = 0;
-  for (int t = 0; t < Count; ++t) {
-    const Lane sign = na[t] ^ nb[t];
-    const Lane v = (product[t] << pre) >> std::min(e_max - exponent[t] + extra, kWidest);
-    sum += (v ^ sign) - sign;
-  }
-  E = e_max;
-  return sum;
-}
+// ---------------------------------------------------------------------------------------------
+// The lane kernel: one chunk of `Count` products for kLanes outputs at once, A's row (one value
+// per t, broadcast) against kLanes columns of B (B's k-major copy, `stride` apart per t). It
+// decodes the accumulators (binary32 or binary16 bits), finds each output's E (the max of the
+// accumulator's exponent, or e_zero when it is zero, and the products' exponents, a zero product
+// counting as e_zero) and returns each output's exact sum of trunc(term * 2^(F - E)), accumulator
+// included. Lane is int32_t when the model's bound allows (one AVX2 register per vector), else
+// int64_t. With Blend = false zero products keep their (very low) ea + eb, which cannot change E
+// (see Engine::Engine). NaN/Inf inputs give garbage here; the caller overrides those outputs.
+// Written with GCC vector extensions and compiled twice, dispatched once at load time: for AVX2
+// (variable per-lane shifts) and for the x86-64 baseline.
+// ---------------------------------------------------------------------------------------------
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define LOWBIT_SIMD_CLONES
-#endif
-
-using ProductSum = std::int64_t (*)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
-                                    const std::int32_t*, const std::int32_t*, int, int, int, int&);
-
-#define LOWBIT_PRODUCT_SUM(NAME, LANE, COUNT, BLEND)                                                            \
-  LOWBIT_SIMD_CLONES std::int64_t NAME(const std::int32_t* ma, const std::int32_t* mb, const std::int32_t* ea,  \
-                                       const std::int32_t* eb, const std::int32_t* na, const std::int32_t* nb,  \
-                                       int zero_exponent, int pre, int extra, int& E) {                         \
-    return product_sum<LANE, COUNT, BLEND>(ma, mb, ea, eb, na, nb, zero_exponent, pre, extra, E);              \
-  }
-LOWBIT_PRODUCT_SUM(sum32_16, std::int32_t, 16, false)
-LOWBIT_PRODUCT_SUM(sum32_32, std::int32_t, 32, false)
-LOWBIT_PRODUCT_SUM(sum32_16_blend, std::int32_t, 16, true)
-LOWBIT_PRODUCT_SUM(sum32_32_blend, std::int32_t, 32, true)
-LOWBIT_PRODUCT_SUM(sum64_8_blend, std::int64_t, 8, true)
-LOWBIT_PRODUCT_SUM(sum64_16_blend, std::int64_t, 16, true)
-LOWBIT_PRODUCT_SUM(sum64_32_blend, std::int64_t, 32, true)
-LOWBIT_PRODUCT_SUM(sum64_64_blend, std::int64_t, 64, true)
-#undef LOWBIT_PRODUCT_SUM
-
-// The same chunk for kLanes outputs at once: A's row (one value per t, broadcast) against kLanes
-// columns of B (B's k-major copy, `stride` apart per t). E and the sums are per output. Written
-// with GCC vector extensions: one AVX2 register holds the 8 int32 lanes (two for int64 lanes).
 // (-Wpsabi: these vectors never cross a call boundary; helpers are always inlined.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 using Int32x8 = std::int32_t __attribute__((vector_size(32)));
@@ -134,11 +76,12 @@ static_assert(kLanes == 8);
   return v;
 }
 
-// The shifts of a model's terms (see Engine::Engine).
+// A model's shifts and its accumulator's encoding (see Engine::Engine).
 struct Shifts {
   int zero_exponent;
   int pre, extra;          // products: value * 2^(F - E) = (magnitude << pre) >> (E - exponent + extra)
-  int acc_pre, acc_extra;  // the accumulator's 24-bit magnitude likewise
+  int acc_pre, acc_extra;  // the accumulator likewise
+  int acc_fraction, acc_field_mask, acc_bias, acc_sign_bit;  // binary32 (23, 0xff, 127, 31) or binary16 (10, 0x1f, 15, 15)
 };
 
 template <class Lane, int Count, bool Blend>
@@ -148,12 +91,13 @@ template <class Lane, int Count, bool Blend>
                                                 const Shifts& shift, std::int32_t* E, std::int64_t* sums) {
   using Vector = std::conditional_t<sizeof(Lane) == 4, Int32x8, Int64x8>;
   constexpr int kWidest = int(sizeof(Lane)) * 8 - 1;
-  // The binary32 accumulators (finite): 24-bit magnitude, exponent clamped at -126.
   Int32x8 bits;
   std::memcpy(&bits, acc_bits, sizeof bits);
-  const Int32x8 field = (bits >> 23) & 0xff, fraction = bits & 0x7f'ffff;
-  const Int32x8 acc_magnitude = field != 0 ? fraction | (1 << 23) : fraction;
-  const Int32x8 acc_exponent = field != 0 ? field - 127 : Int32x8{} - 126;
+  const Int32x8 field = (bits >> shift.acc_fraction) & shift.acc_field_mask;
+  const Int32x8 fraction = bits & ((1 << shift.acc_fraction) - 1);
+  const Int32x8 acc_magnitude = field != 0 ? fraction | (1 << shift.acc_fraction) : fraction;
+  const Int32x8 acc_exponent = field != 0 ? field - shift.acc_bias : Int32x8{} + (1 - shift.acc_bias);
+  const Int32x8 acc_negative = -((bits >> shift.acc_sign_bit) & 1);
   Int32x8 e_max = acc_magnitude != 0 ? acc_exponent : shift.zero_exponent;
 
   Vector product[Count];
@@ -178,11 +122,17 @@ template <class Lane, int Count, bool Blend>
   right = right < 63 ? right : 63;
   const Int64x8 acc = (__builtin_convertvector(acc_magnitude, Int64x8) << shift.acc_pre) >>
                       __builtin_convertvector(right, Int64x8);
-  const Int64x8 acc_sign = __builtin_convertvector(bits >> 31, Int64x8);  // 0 or -1
+  const Int64x8 acc_sign = __builtin_convertvector(acc_negative, Int64x8);
   const Int64x8 total = __builtin_convertvector(sum, Int64x8) + ((acc ^ acc_sign) - acc_sign);
   std::memcpy(E, &e_max, sizeof e_max);
   std::memcpy(sums, &total, sizeof total);
 }
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOWBIT_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LOWBIT_SIMD_CLONES
+#endif
 
 using ProductSums = void (*)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
                              const std::int32_t*, const std::int32_t*, std::ptrdiff_t, const std::uint32_t*,
@@ -205,6 +155,7 @@ LOWBIT_PRODUCT_SUMS(sums64_32_blend, std::int64_t, 32, true)
 LOWBIT_PRODUCT_SUMS(sums64_64_blend, std::int64_t, 64, true)
 #undef LOWBIT_PRODUCT_SUMS
 
+// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
 ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
   if (narrow && chunk == 16) return blend ? sums32_16_blend : sums32_16;
   if (narrow && chunk == 32) return blend ? sums32_32_blend : sums32_32;
@@ -213,19 +164,6 @@ ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
     case 16: return sums64_16_blend;
     case 32: return sums64_32_blend;
     case 64: return sums64_64_blend;
-  }
-  return nullptr;
-}
-
-// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
-ProductSum product_sum_kernel(int chunk, bool narrow, bool blend) {
-  if (narrow && chunk == 16) return blend ? sum32_16_blend : sum32_16;
-  if (narrow && chunk == 32) return blend ? sum32_32_blend : sum32_32;
-  switch (chunk) {
-    case 8: return sum64_8_blend;
-    case 16: return sum64_16_blend;
-    case 32: return sum64_32_blend;
-    case 64: return sum64_64_blend;
   }
   return nullptr;
 }
@@ -250,6 +188,7 @@ std::uint32_t fp32_add(std::uint32_t x, std::uint32_t y) {
   return std::isnan(sum) ? 0x7fff'ffffu : std::bit_cast<std::uint32_t>(sum);
 }
 
+// The accumulator between chunks, decoded like an element.
 struct Engine::Acc {
   std::int64_t magnitude = 0;
   int exponent = 0;
@@ -282,14 +221,14 @@ Engine::Engine(const Instruction& instruction)
     for (int k = 0; k < at.k; ++k)
       if ((p_.interleave ? (k / p_.interleave) % chunks : k / p_.chunk) == c) order_[next++] = k;
 
-  // Fractions of the terms: value = magnitude * 2^(exponent - fraction).
-  const auto& ta = *table_a_;
-  const auto& tb = *table_b_;
-  const auto widest = [](const std::vector<Decoded>& t, int min_exponent) {
-    std::int64_t w = 0;  // largest magnitude << (exponent - min exponent)
-    for (const auto& d : t)
-      if (d.special == Special::finite) w = std::max(w, std::int64_t(d.magnitude) << (d.exponent - min_exponent));
-    return w;
+  // Bounds on the terms (from the formats, not by scanning the tables: an Engine is made per tile).
+  // A magnitude is below 2^(m+1); an integer's is at most 2^(bits-1).
+  const auto largest_magnitude = [](const Format& f) {
+    return f.is_integer() ? std::int64_t(1) << (f.code_bits() - 1) : (std::int64_t(2) << f.mantissa_bits) - 1;
+  };
+  // The largest value in units of the format's smallest subnormal spacing: magnitude << (e - emin).
+  const auto widest = [](const Format& f) {
+    return std::int64_t(std::ldexp(max_finite(f), f.mantissa_bits - f.min_exponent()));
   };
   int product_fraction = at.a.mantissa_bits + at.b.mantissa_bits;
   std::int64_t widest_term = 0;  // before the shift
@@ -297,21 +236,19 @@ Engine::Engine(const Instruction& instruction)
     const int fs = at.scale->mantissa_bits;
     product_fraction = at.a.mantissa_bits + at.b.mantissa_bits - at.a.min_exponent() - at.b.min_exponent() + 2 * fs;
     const std::int64_t scale_max = std::int64_t(1) << (fs + 1);
-    widest_term = p_.group * widest(ta, at.a.min_exponent()) * widest(tb, at.b.min_exponent()) * scale_max * scale_max;
+    widest_term = p_.group * widest(at.a) * widest(at.b) * scale_max * scale_max;
   } else {
-    std::int64_t ma = 0, mb = 0;
-    for (const auto& d : ta) ma = std::max<std::int64_t>(ma, d.magnitude);
-    for (const auto& d : tb) mb = std::max<std::int64_t>(mb, d.magnitude);
-    widest_term = ma * mb;
+    widest_term = largest_magnitude(at.a) * largest_magnitude(at.b);
   }
-  const AccumulatorFormat acc = accumulator_format(p_.c_entry == CEntry::fp32_add_after ? formats::fp32 : at.c);
-  if (acc.format == formats::fp16) half_table_ = &decode_table(formats::fp16);
+  acc_format_ = p_.c_entry == CEntry::fp32_add_after ? formats::fp32 : at.c;
   product_shift_ = p_.fraction_bits - product_fraction;
-  acc_shift_ = p_.fraction_bits - acc.fraction;
+  acc_shift_ = p_.fraction_bits - acc_format_.mantissa_bits;
   // The exact final rounding goes through a double: every chunk sum must stay below 2^53.
   const double bound = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) +
-                       std::ldexp(double(std::int64_t(2) << acc.fraction), std::max(acc_shift_, 0));
+                       std::ldexp(double(std::int64_t(2) << acc_format_.mantissa_bits), std::max(acc_shift_, 0));
   if (bound >= 0x1p53) throw std::invalid_argument(at.name + ": this model's chunk sums could exceed 53 bits");
+  if (p_.scale_mode == ScaleMode::per_group) return;  // group sums run in group_chunk
+
   // The products of a chunk fit 32-bit lanes when their shifted sum stays below 2^31. A zero
   // product's exponent (e_zero) cannot change E when every nonzero product's exponent and the
   // accumulator's smallest exponent lie above e_zero: the accumulator (or e_zero, when it is zero)
@@ -319,11 +256,8 @@ Engine::Engine(const Instruction& instruction)
   // below it. Otherwise (bf16, scaled products) the kernel blends.
   const bool narrow = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) < 0x1p31;
   const bool blend = p_.scale_mode != ScaleMode::none || at.a.min_exponent() + at.b.min_exponent() <= p_.zero_exponent ||
-                     acc.format.min_exponent() <= p_.zero_exponent;
-  product_sum_ = product_sum_kernel(p_.chunk, narrow, blend);
-  // Lanes need binary32 accumulators and per-product terms.
-  if (acc.format == formats::fp32 && p_.scale_mode != ScaleMode::per_group)
-    product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
+                     acc_format_.min_exponent() <= p_.zero_exponent;
+  product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
 }
 
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
@@ -374,12 +308,14 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
       if (special) op.special_step[std::size_t(line * steps + s)] = 1;
     }
   if (as_b) {
-    op.k_magnitude.resize(size);
-    op.k_exponent.resize(size);
-    op.k_negative.resize(size);
+    op.k_stride = (lines + kLanes - 1) / kLanes * kLanes;
+    const auto k_size = std::size_t(depth * op.k_stride);
+    op.k_magnitude.assign(k_size, 0);
+    op.k_exponent.assign(k_size, kZeroCodeExponent);
+    op.k_negative.assign(k_size, 0);
     for (Eigen::Index line = 0; line < lines; ++line)
       for (Eigen::Index q = 0; q < depth; ++q) {
-        const auto from = std::size_t(line * depth + q), to = std::size_t(q * lines + line);
+        const auto from = std::size_t(line * depth + q), to = std::size_t(q * op.k_stride + line);
         op.k_magnitude[to] = op.magnitude[from];
         op.k_exponent[to] = op.exponent[from];
         op.k_negative[to] = op.negative[from];
@@ -388,10 +324,23 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
   return op;
 }
 
+void Engine::run_all(const Operand& a, const Operand& b, const std::uint32_t* c, std::uint32_t* d,
+                     const KLoop& loop) const {
+  const Eigen::Index M = a.lines, N = b.lines;
+  // Column blocks keep a few columns of B hot while every row of A passes over them.
+  constexpr Eigen::Index kColumnBlock = 4 * kLanes;
+  for (Eigen::Index j0 = 0; j0 < N; j0 += kColumnBlock)
+    for (Eigen::Index i = 0; i < M; ++i)
+      for (Eigen::Index j = j0; j < std::min(N, j0 + kColumnBlock); j += kLanes) {
+        const int lanes = int(std::min<Eigen::Index>(kLanes, N - j));
+        run(a, i, b, j, lanes, c + i * N + j, d + i * N + j, loop);
+      }
+}
+
 void Engine::run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes,
                  const std::uint32_t* c_bits, std::uint32_t* d, const KLoop& loop) const {
   const Eigen::Index steps = a.depth / instruction_.atom.k;
-  std::array<std::uint32_t, kLanes> acc{};
+  std::array<std::uint32_t, kLanes> acc{};  // lanes beyond `lanes` run on +0 and are dropped
   if (loop.mmas_per_flush == 0) {
     std::copy(c_bits, c_bits + lanes, acc.begin());
     for (Eigen::Index s = 0; s < steps; ++s) step(a, i, b, j0, lanes, s, acc.data());
@@ -409,20 +358,6 @@ void Engine::run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Inde
   }
 }
 
-void Engine::run_all(const Operand& a, const Operand& b, const std::uint32_t* c, std::uint32_t* d,
-                     const KLoop& loop) const {
-  const Eigen::Index M = a.lines, N = b.lines;
-  // Column blocks keep a few columns of B hot while every row of A passes over them.
-  constexpr Eigen::Index kColumnBlock = 4 * kLanes;
-  for (Eigen::Index j0 = 0; j0 < N; j0 += kColumnBlock)
-    for (Eigen::Index i = 0; i < M; ++i)
-      for (Eigen::Index j = j0; j < std::min(N, j0 + kColumnBlock);) {
-        const int lanes = N - j >= kLanes ? kLanes : 1;
-        run(a, i, b, j, lanes, c + i * N + j, d + i * N + j, loop);
-        j += lanes;
-      }
-}
-
 void Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, Eigen::Index s,
                   std::uint32_t* acc) const {
   if (instruction_.model.arithmetic == Arithmetic::integer) {
@@ -434,74 +369,110 @@ void Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Ind
   for (int l = 0; l < lanes; ++l) special = special || b.special_step[std::size_t((j0 + l) * steps + s)];
   const bool after = p_.c_entry == CEntry::fp32_add_after;
   std::array<std::uint32_t, kLanes> c{};
-  if (after) std::copy(acc, acc + lanes, c.begin()), std::fill(acc, acc + lanes, 0u);
+  if (after) std::copy(acc, acc + kLanes, c.begin()), std::fill(acc, acc + kLanes, 0u);
   for (int first = 0; first < instruction_.atom.k; first += p_.chunk) {
     const Eigen::Index q = s * instruction_.atom.k + first;
-    if (lanes == kLanes && product_sums_) {
-      chunk_lanes(a, i, b, j0, q, acc, special);
+    if (product_sums_) {
+      chunk_lanes(a, i, b, j0, lanes, q, acc, special);
     } else {
-      for (int l = 0; l < lanes; ++l) acc[l] = chunk(a, i, b, j0 + l, q, acc[l], special);
+      for (int l = 0; l < lanes; ++l) acc[l] = group_chunk(a, i, b, j0 + l, q, acc[l], special);
     }
   }
   if (after)
     for (int l = 0; l < lanes; ++l) acc[l] = fp32_add(acc[l], c[std::size_t(l)]);
 }
 
-void Engine::chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, Eigen::Index first,
-                         std::uint32_t* acc_bits, bool special) const {
-  for (int l = 0; l < kLanes; ++l) special = special || (acc_bits[l] & 0x7f80'0000u) == 0x7f80'0000u;
-  if (special) {  // NaN/Inf somewhere: lane by lane
-    for (int l = 0; l < kLanes; ++l) acc_bits[l] = chunk(a, i, b, j0 + l, first, acc_bits[l], true);
-    return;
-  }
+void Engine::chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes,
+                         Eigen::Index first, std::uint32_t* acc_bits, bool special) const {
   std::int32_t E[kLanes];
   std::int64_t sums[kLanes];
-  const auto ia = std::size_t(i * a.depth + first), ib = std::size_t(first * b.lines + j0);
-  const Shifts shift{p_.zero_exponent, std::max(product_shift_, 0), std::max(-product_shift_, 0),
-                     std::max(acc_shift_, 0), std::max(-acc_shift_, 0)};
+  const auto ia = std::size_t(i * a.depth + first), ib = std::size_t(first * b.k_stride + j0);
+  const Shifts shift{p_.zero_exponent,
+                     std::max(product_shift_, 0),
+                     std::max(-product_shift_, 0),
+                     std::max(acc_shift_, 0),
+                     std::max(-acc_shift_, 0),
+                     acc_format_.mantissa_bits,
+                     acc_format_.exponent_field_max(),
+                     acc_format_.bias,
+                     acc_format_.code_bits() - 1};
   reinterpret_cast<ProductSums>(product_sums_)(&a.magnitude[ia], &a.exponent[ia], &a.negative[ia], &b.k_magnitude[ib],
-                                               &b.k_exponent[ib], &b.k_negative[ib], b.lines, acc_bits, shift, E, sums);
-  for (int l = 0; l < kLanes; ++l) acc_bits[l] = round(sums[l], E[l] - p_.fraction_bits);
-}
-
-std::int64_t Engine::accumulator_term(const Acc& acc, int E) const {
-  if (!acc.magnitude) return 0;
-  const std::int64_t v = shifted(acc.magnitude, std::max(acc_shift_, 0), E - acc.exponent + std::max(-acc_shift_, 0));
-  return acc.negative ? -v : v;
-}
-
-std::uint32_t Engine::integer_step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
-                                   std::uint32_t c_bits) const {
-  const int k = instruction_.atom.k;
-  const std::size_t ia = std::size_t(i * a.depth + s * k), ib = std::size_t(j * b.depth + s * k);
-  std::int64_t sum = std::int32_t(c_bits);
-  for (int t = 0; t < k; ++t) {
-    const std::int64_t product = std::int64_t(a.magnitude[ia + t]) * b.magnitude[ib + t];
-    sum += (a.negative[ia + t] ^ b.negative[ib + t]) ? -product : product;
+                                               &b.k_exponent[ib], &b.k_negative[ib], b.k_stride, acc_bits, shift, E,
+                                               sums);
+  for (int l = 0; l < lanes; ++l) {
+    if (special || special_accumulator(acc_bits[l]))
+      if (auto result = special_result(a, i, b, j0 + l, first, accumulator(acc_bits[l]))) {
+        acc_bits[l] = *result;
+        continue;
+      }
+    acc_bits[l] = round(sums[l], E[l] - p_.fraction_bits);
   }
-  if (instruction_.model.integer.saturate)
-    sum = std::clamp<std::int64_t>(sum, INT32_MIN, INT32_MAX);
-  return std::uint32_t(sum);  // wraps modulo 2^32
+}
+
+std::uint32_t Engine::group_chunk(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j,
+                                  Eigen::Index first, std::uint32_t acc_bits, bool special) const {
+  const Acc acc = accumulator(acc_bits);
+  if (special || acc.special != Special::finite)
+    if (auto result = special_result(a, i, b, j, first, acc)) return *result;
+  // Group sums in units of 2^(emin_a + emin_b - fraction_a - fraction_b); a group is a zero term
+  // when all its products are zero or a scale is zero (a sum that cancels keeps its exponent).
+  const Atom& at = instruction_.atom;
+  const int min_a = at.a.min_exponent(), min_b = at.b.min_exponent();
+  const Eigen::Index blocks = a.K / at.scale_block;
+  const std::size_t ia = std::size_t(i * a.depth + first), ib = std::size_t(j * b.depth + first);
+  std::int64_t magnitude[kMaxChunk], negative[kMaxChunk];
+  std::int32_t exponent[kMaxChunk];
+  int E = acc.magnitude ? acc.exponent : p_.zero_exponent;
+  int count = 0;
+  for (int g = 0; g < p_.chunk; g += p_.group, ++count) {
+    std::int64_t group_sum = 0;
+    bool nonzero = false;
+    for (std::size_t t = std::size_t(g); t < std::size_t(g + p_.group); ++t) {
+      const std::int64_t m = std::int64_t(a.magnitude[ia + t]) * b.magnitude[ib + t];
+      const std::int64_t term = m ? m << ((a.exponent[ia + t] - min_a) + (b.exponent[ib + t] - min_b)) : 0;
+      const std::int64_t sign = a.negative[ia + t] ^ b.negative[ib + t];
+      group_sum += (term ^ sign) - sign;
+      nonzero = nonzero || m != 0;
+    }
+    const Eigen::Index block = (first + g) / at.scale_block;  // per-group models keep k in order
+    const Decoded& sa = a.scale[std::size_t(i * blocks + block)];
+    const Decoded& sb = b.scale[std::size_t(j * blocks + block)];
+    const bool zero = !nonzero || sa.magnitude == 0 || sb.magnitude == 0;
+    magnitude[count] = (group_sum < 0 ? -group_sum : group_sum) * sa.magnitude * sb.magnitude;
+    negative[count] = group_sum < 0 ? -1 : 0;
+    exponent[count] = zero ? p_.zero_exponent : sa.exponent + sb.exponent;
+    E = std::max(E, exponent[count]);
+  }
+  const int pre = std::max(product_shift_, 0), extra = std::max(-product_shift_, 0);
+  std::int64_t sum = 0;
+  for (int t = 0; t < count; ++t) {
+    const std::int64_t v = shifted(magnitude[t], pre, E - exponent[t] + extra);
+    sum += (v ^ negative[t]) - negative[t];
+  }
+  if (acc.magnitude) {
+    const std::int64_t v = shifted(acc.magnitude, std::max(acc_shift_, 0), E - acc.exponent + std::max(-acc_shift_, 0));
+    sum += acc.negative ? -v : v;
+  }
+  return round(sum, E - p_.fraction_bits);
+}
+
+bool Engine::special_accumulator(std::uint32_t bits) const {
+  const auto mask = std::uint32_t(acc_format_.exponent_field_max());
+  return ((bits >> acc_format_.mantissa_bits) & mask) == mask;
 }
 
 Engine::Acc Engine::accumulator(std::uint32_t bits) const {
+  const int fraction_bits = acc_format_.mantissa_bits;
+  const auto mask = std::uint32_t(acc_format_.exponent_field_max());
+  const std::uint32_t field = (bits >> fraction_bits) & mask, fraction = bits & ((1u << fraction_bits) - 1);
   Acc acc;
-  if (half_table_) {
-    const Decoded& d = (*half_table_)[bits & 0xffff];
-    acc.magnitude = d.magnitude;
-    acc.exponent = d.exponent;
-    acc.negative = d.negative != 0;
-    acc.special = d.special;
-    return acc;
-  }
-  const std::uint32_t field = (bits >> 23) & 0xff, fraction = bits & 0x7f'ffff;
-  acc.negative = (bits >> 31) != 0;
-  if (field == 0xff) {
+  acc.negative = ((bits >> (fraction_bits + acc_format_.exponent_bits)) & 1) != 0;
+  if (field == mask) {
     acc.special = fraction ? Special::nan : Special::inf;
     return acc;
   }
-  acc.magnitude = field ? fraction | (std::uint32_t{1} << 23) : fraction;
-  acc.exponent = field ? int(field) - 127 : -126;
+  acc.magnitude = field ? fraction | (1u << fraction_bits) : fraction;
+  acc.exponent = field ? int(field) - acc_format_.bias : acc_format_.min_exponent();
   return acc;
 }
 
@@ -530,65 +501,10 @@ std::optional<std::uint32_t> Engine::special_result(const Operand& a, Eigen::Ind
     }
   }
   if (!nan && !positive_inf && !negative_inf) return std::nullopt;
-  if (nan || (positive_inf && negative_inf)) return canonical_nan_bits(output_format());
-  const bool half = output_format() == formats::fp16;
+  if (nan || (positive_inf && negative_inf)) return canonical_nan_bits(acc_format_);
+  const bool half = acc_format_ == formats::fp16;
   if (positive_inf) return half ? kFp16PositiveInf : kFp32PositiveInf;
   return half ? kFp16NegativeInf : kFp32NegativeInf;
-}
-
-const Format& Engine::output_format() const {
-  return p_.rounding == OutputRounding::rne_fp16 ? formats::fp16 : formats::fp32;
-}
-
-std::uint32_t Engine::chunk(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index first,
-                            std::uint32_t acc_bits, bool special) const {
-  const Acc acc = accumulator(acc_bits);
-  if (special || acc.special != Special::finite)
-    if (auto result = special_result(a, i, b, j, first, acc)) return *result;
-
-  int E = acc.magnitude ? acc.exponent : p_.zero_exponent;
-  const std::size_t ia = std::size_t(i * a.depth + first), ib = std::size_t(j * b.depth + first);
-  const std::int32_t *ma = &a.magnitude[ia], *mb = &b.magnitude[ib];
-  const std::int32_t *ea = &a.exponent[ia], *eb = &b.exponent[ib];
-  const std::int32_t *na = &a.negative[ia], *nb = &b.negative[ib];
-  const int pre = std::max(product_shift_, 0), extra = std::max(-product_shift_, 0);
-  std::int64_t sum = 0;
-  if (p_.scale_mode != ScaleMode::per_group) {
-    sum = product_sum_(ma, mb, ea, eb, na, nb, p_.zero_exponent, pre, extra, E);
-  } else {
-    // Group sums in units of 2^(emin_a + emin_b - fraction_a - fraction_b); a group is a zero term
-    // when all its products are zero or a scale is zero (a sum that cancels keeps its exponent).
-    const Atom& at = instruction_.atom;
-    const int min_a = at.a.min_exponent(), min_b = at.b.min_exponent();
-    const Eigen::Index blocks = a.K / at.scale_block;
-    std::int64_t magnitude[kMaxChunk], negative[kMaxChunk];
-    std::int32_t exponent[kMaxChunk];
-    int count = 0;
-    for (int g = 0; g < p_.chunk; g += p_.group, ++count) {
-      std::int64_t group_sum = 0;
-      bool nonzero = false;
-      for (int t = g; t < g + p_.group; ++t) {
-        const std::int64_t m = std::int64_t(ma[t]) * mb[t];
-        const std::int64_t term = m ? m << ((ea[t] - min_a) + (eb[t] - min_b)) : 0;
-        const std::int64_t sign = na[t] ^ nb[t];
-        group_sum += (term ^ sign) - sign;
-        nonzero = nonzero || m != 0;
-      }
-      const Eigen::Index block = (first + g) / at.scale_block;  // per-group models keep k in order
-      const Decoded& sa = a.scale[std::size_t(i * blocks + block)];
-      const Decoded& sb = b.scale[std::size_t(j * blocks + block)];
-      const bool zero = !nonzero || sa.magnitude == 0 || sb.magnitude == 0;
-      magnitude[count] = (group_sum < 0 ? -group_sum : group_sum) * sa.magnitude * sb.magnitude;
-      negative[count] = group_sum < 0 ? -1 : 0;
-      exponent[count] = zero ? p_.zero_exponent : sa.exponent + sb.exponent;
-      E = std::max(E, exponent[count]);
-    }
-    for (int t = 0; t < count; ++t) {
-      const std::int64_t v = shifted(magnitude[t], pre, E - exponent[t] + extra);
-      sum += (v ^ negative[t]) - negative[t];
-    }
-  }
-  return round(sum + accumulator_term(acc, E), E - p_.fraction_bits);
 }
 
 std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {
@@ -619,6 +535,20 @@ std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {
     case OutputRounding::rne_fp16: return encode(formats::fp16, x, nearest_even_to_inf);
   }
   return 0;
+}
+
+std::uint32_t Engine::integer_step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
+                                   std::uint32_t c_bits) const {
+  const int k = instruction_.atom.k;
+  const std::size_t ia = std::size_t(i * a.depth + s * k), ib = std::size_t(j * b.depth + s * k);
+  std::int64_t sum = std::int32_t(c_bits);
+  for (int t = 0; t < k; ++t) {
+    const std::int64_t product = std::int64_t(a.magnitude[ia + t]) * b.magnitude[ib + t];
+    sum += (a.negative[ia + t] ^ b.negative[ib + t]) ? -product : product;
+  }
+  if (instruction_.model.integer.saturate)
+    sum = std::clamp<std::int64_t>(sum, INT32_MIN, INT32_MAX);
+  return std::uint32_t(sum);  // wraps modulo 2^32
 }
 
 }  // namespace lowbit::mma::detail

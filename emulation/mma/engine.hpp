@@ -1,8 +1,10 @@
 // The integer engine behind execute() and gemm() (not a public interface).
 //
 // Every element is decoded once into (magnitude, exponent, sign) from a precomputed table; the
-// fused dot-product-add then runs on 64-bit integers: no floating point and no big numbers in
-// the hot loop. Only each chunk's final rounding calls encode() (emulation/convert.hpp).
+// fused dot-product-add then runs on 32/64-bit integers, kLanes outputs at a time (one row of A
+// against kLanes columns of B): no floating point and no big numbers in the hot loop. Each
+// chunk's final rounding truncates the significand (normal binary32 results) or calls encode()
+// (emulation/convert.hpp) for everything else.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +19,8 @@ namespace lowbit::mma::detail {
 
 enum class Special : std::uint8_t { finite, nan, inf };
 
-// Outputs computed together: one row of A against kLanes columns of B (one AVX2 register of int32).
+// Outputs computed together: one row of A against kLanes columns of B (8 int32 lanes: one AVX2
+// register).
 inline constexpr int kLanes = 8;
 
 // A decoded element: value = (negative ? -1 : 1) * magnitude * 2^(exponent - fraction), where
@@ -35,18 +38,21 @@ struct Decoded {
 const std::vector<Decoded>& decode_table(const Format& f);
 
 // One operand of a GEMM, decoded and laid out for the K loop: `lines` rows of A (or columns of
-// B), each Kp elements long, in the instruction's chunk order within every k step.
+// B), each `depth` elements (K padded to the instruction's k), in the instruction's chunk order
+// within every k step.
 struct Operand {
   Eigen::Index K = 0;                 // the operand's depth before padding
-  Eigen::Index lines = 0, depth = 0;  // depth: K padded to the instruction's k
+  Eigen::Index lines = 0, depth = 0;
   std::vector<std::int32_t> magnitude, exponent, negative;  // lines x depth
-  std::vector<std::uint8_t> special_step;  // lines x steps: the step holds a NaN/Inf (or NaN scale)
-  std::vector<std::uint32_t> codes;        // lines x depth, original codes in the same order
-  // B only: magnitude, exponent, negative again, depth x lines (k-major), for kLanes columns at once.
-  std::vector<std::int32_t> k_magnitude, k_exponent, k_negative;
-  // Block scales, lines x (depth / scale_block), decoded (per_group) or folded into `exponent`
-  // (per_product).
+  std::vector<std::uint32_t> codes;                         // lines x depth, the codes in the same order
+  std::vector<std::uint8_t> special_step;  // lines x steps: the step holds a NaN/Inf code (or NaN scale)
+  // Block scales, lines x (K / scale_block), decoded (per-product scales are also folded into
+  // `exponent`).
   std::vector<Decoded> scale;
+  // B only: magnitude, exponent, negative again, k-major (depth x k_stride), columns padded with
+  // zeros to whole lane groups, so that kLanes columns load as one vector.
+  Eigen::Index k_stride = 0;
+  std::vector<std::int32_t> k_magnitude, k_exponent, k_negative;
 };
 
 class Engine {
@@ -55,34 +61,29 @@ class Engine {
   // could exceed the 53 bits the exact final rounding needs).
   explicit Engine(const Instruction& instruction);
 
-  // rows x depth codes (row-major, `stride` apart), optionally with rows x (depth/scale_block)
-  // scale codes. `as_b`: the operand is B, given transposed (one line per column of B).
+  // `lines` x K codes (row-major) of A, or, with `as_b`, K x `lines` codes (row-major) of B, padded
+  // to `depth`; scales: lines x (K / scale_block) for A, (K / scale_block) x lines for B.
   Operand decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
                  std::span<const std::uint32_t> scales, bool as_b) const;
-
-  // Outputs (i, j0 .. j0 + lanes - 1), lanes 1 or kLanes: A's line i against B's lines through the
-  // K loop, from c_bits[l] to d[l].
-  void run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, const std::uint32_t* c_bits,
-           std::uint32_t* d, const KLoop& loop) const;
 
   // Every output: d = the K loop of A (M lines) and B (N lines) from c; c and d row-major M x N.
   void run_all(const Operand& a, const Operand& b, const std::uint32_t* c, std::uint32_t* d, const KLoop& loop) const;
 
-  const Instruction& instruction() const { return instruction_; }
-
  private:
   struct Acc;
-  Acc accumulator(std::uint32_t bits) const;
-  const Format& output_format() const;
-  std::optional<std::uint32_t> special_result(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j,
-                                              Eigen::Index first, const Acc& acc) const;
+  // Outputs (i, j0 .. j0 + lanes - 1), lanes <= kLanes, from c_bits[l] to d[l].
+  void run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, const std::uint32_t* c_bits,
+           std::uint32_t* d, const KLoop& loop) const;
   void step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, Eigen::Index s,
             std::uint32_t* acc) const;
-  void chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, Eigen::Index first,
+  void chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes, Eigen::Index first,
                    std::uint32_t* acc_bits, bool special) const;
-  std::int64_t accumulator_term(const Acc& acc, int E) const;
-  std::uint32_t chunk(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index first,
-                      std::uint32_t acc_bits, bool special) const;
+  std::uint32_t group_chunk(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index first,
+                            std::uint32_t acc_bits, bool special) const;
+  std::optional<std::uint32_t> special_result(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j,
+                                              Eigen::Index first, const Acc& acc) const;
+  Acc accumulator(std::uint32_t bits) const;
+  bool special_accumulator(std::uint32_t bits) const;
   std::uint32_t round(std::int64_t sum, int scale_exponent) const;
   std::uint32_t integer_step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j, Eigen::Index s,
                              std::uint32_t c_bits) const;
@@ -91,16 +92,11 @@ class Engine {
   FusedDotAdd p_;
   const std::vector<Decoded>* table_a_;
   const std::vector<Decoded>* table_b_;
-  const std::vector<Decoded>* half_table_ = nullptr;  // f16 accumulators
-  std::vector<int> order_;  // position within a k step -> k
-  int product_shift_ = 0;   // F - (fraction of a product term)
-  int acc_shift_ = 0;       // F - (fraction of the accumulator)
-  // The chunk kernel (engine.cpp: lane width, chunk length, zero-exponent blend).
-  std::int64_t (*product_sum_)(const std::int32_t*, const std::int32_t*, const std::int32_t*, const std::int32_t*,
-                               const std::int32_t*, const std::int32_t*, int, int, int, int&) = nullptr;
-  // The same for kLanes columns of B at once, accumulator included (engine.cpp's ProductSums;
-  // none for per-group scaling or f16 accumulators).
-  void (*product_sums_)() = nullptr;
+  std::vector<int> order_;   // position within a k step -> k
+  Format acc_format_;        // binary32 or binary16 accumulator between chunks
+  int product_shift_ = 0;    // F - (fraction of a product term)
+  int acc_shift_ = 0;        // F - (fraction of the accumulator)
+  void (*product_sums_)() = nullptr;  // the lane kernel (engine.cpp's ProductSums)
 };
 
 // An fp32 round-to-nearest-even add with the GPU's canonical NaN.

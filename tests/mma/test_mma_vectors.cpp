@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
 #include <map>
 #include <set>
 
@@ -139,4 +142,53 @@ TEST_CASE("the recorded tiles reject every neighbouring model", "[mma][vectors]"
       CHECK(failing_tiles(tiles, name, m) == 0);
     }
   }
+}
+
+TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma][vectors]") {
+  // Lines written here with the emulator's own D: this checks the line handling (scale fields,
+  // 16-bit accumulators in 8-digit fields), not the arithmetic.
+  std::mt19937_64 rng(3);
+  const auto make = [&](const char* arch, const char* name) {
+    const Instruction in = find_instruction(arch, name);
+    const Atom& at = in.atom;
+    Tile t;
+    t.arch = arch;
+    t.device = "emulated";
+    t.instruction = name;
+    t.m = at.m, t.n = at.n, t.k = at.k;
+    t.a_digits = at.a.storage_bits / 4, t.b_digits = at.b.storage_bits / 4;
+    for (int i = 0; i < at.m * at.k; ++i) t.a.push_back(Code(rng()) & at.a.code_count_minus_one());
+    for (int i = 0; i < at.k * at.n; ++i) t.b.push_back(Code(rng()) & at.b.code_count_minus_one());
+    for (int i = 0; i < at.m * at.n; ++i) t.c.push_back(std::uint32_t(rng()) & at.c.code_count_minus_one());
+    std::vector<Code> sa, sb;
+    if (at.scale) {
+      for (int i = 0; i < at.m * at.scale_columns(); ++i) sa.push_back(Code(120 + rng() % 16));
+      for (int i = 0; i < at.scale_columns() * at.n; ++i) sb.push_back(Code(120 + rng() % 16));
+      const auto hex = [](const std::vector<Code>& v) {
+        std::string s;
+        for (Code x : v) s += fmt::format("{:02x}", x);
+        return s;
+      };
+      t.extra["scale_a"] = hex(sa);
+      t.extra["scale_b"] = hex(sb);
+    }
+    t.d = execute(in, {t.a, t.b, t.c, sa, sb});
+    return t;
+  };
+  const Tile scaled = make("sm_120", "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m3.e4m3.f32.ue8m0");
+  const Tile half = make("sm_90", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16");
+  for (const Tile& t : {scaled, half}) {
+    const auto reread = parse_tile_line(to_json_line(t));
+    REQUIRE(reread.tile);
+    CHECK(verify_tile(*reread.tile).outcome == TileVerdict::Outcome::passed);
+  }
+  Tile missing = scaled;
+  missing.extra.erase("scale_b");
+  CHECK_THAT(verify_tile(missing).error, Catch::Contains("field 'scale_b'"));
+  Tile short_scale = scaled;
+  short_scale.extra["scale_a"] = "7f";
+  CHECK_THAT(verify_tile(short_scale).error, Catch::Contains("field 'scale_a' has 2 hex digits, expected 32"));
+  Tile wide_c = half;
+  wide_c.c[3] = 0x1'0000;
+  CHECK_THAT(verify_tile(wide_c).error, Catch::Contains("C element 3 is 0x10000"));
 }
