@@ -67,4 +67,31 @@ TileVerdict verify_tile(const Tile& tile) {
   return v;
 }
 
+std::vector<NeighbourModel> neighbouring_models(const Model& model) {
+  std::vector<NeighbourModel> out;
+  if (model.arithmetic != Arithmetic::fused_dot_add) return out;
+  const auto add = [&](std::string change, auto edit) {
+    Model m = model;
+    edit(m.fused);
+    out.push_back({std::move(change), m});
+  };
+  const FusedDotAdd& p = model.fused;
+  add(fmt::format("F = {}", p.fraction_bits - 1), [](FusedDotAdd& q) { --q.fraction_bits; });
+  add(fmt::format("F = {}", p.fraction_bits + 1), [](FusedDotAdd& q) { ++q.fraction_bits; });
+  if (p.chunk % 2 == 0 && (p.interleave == 0 || (p.chunk / 2) % p.interleave == 0))
+    add(fmt::format("L = {}", p.chunk / 2), [](FusedDotAdd& q) { q.chunk /= 2; });
+  if (p.rounding != OutputRounding::rne_fp16)
+    add(p.rounding == OutputRounding::rz_fp32 ? "RZ to e8m13" : "RZ to fp32", [](FusedDotAdd& q) {
+      q.rounding = q.rounding == OutputRounding::rz_fp32 ? OutputRounding::rz_e8m13 : OutputRounding::rz_fp32;
+    });
+  if (p.rounding != OutputRounding::rne_fp16)
+    add(p.c_entry == CEntry::aligned ? "C added after (fp32 RNE)" : "C aligned with the products", [](FusedDotAdd& q) {
+      q.c_entry = q.c_entry == CEntry::aligned ? CEntry::fp32_add_after : CEntry::aligned;
+    });
+  if (p.interleave) add("consecutive chunks", [](FusedDotAdd& q) { q.interleave = 0; });
+  for (int e : {-126, -140, -1000})
+    if (e != p.zero_exponent) add(fmt::format("e_zero = {}", e), [e](FusedDotAdd& q) { q.zero_exponent = e; });
+  return out;
+}
+
 }  // namespace lowbit::mma

@@ -30,4 +30,13 @@ struct TileVerdict {
 
 TileVerdict verify_tile(const Tile& tile);
 
+// Models next to `model`, one parameter changed each (F - 1, F + 1, L / 2, the other output
+// rounding, C entering the other way, consecutive chunks, other zero-term exponents), to see which
+// parameters recorded tiles pin down: a parameter is verified only if its neighbours fail tiles.
+struct NeighbourModel {
+  std::string change;
+  Model model;
+};
+std::vector<NeighbourModel> neighbouring_models(const Model& model);
+
 }  // namespace lowbit::mma

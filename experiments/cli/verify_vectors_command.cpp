@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/verify.hpp"
 #include "emulation/mma/vector_file.hpp"
 #include "experiments/cli/command.hpp"
@@ -16,16 +17,35 @@ struct VerifyArgs {
   std::vector<std::string> files;
   int details = 5;  // failing tiles shown in full
   int outputs = 4;  // differing outputs shown per failing tile
+  bool neighbours = false;
 };
 
 struct Counts {
   std::size_t passed = 0, failed = 0;
 };
 
+// For each instruction, how many of its passing tiles each neighbouring model fails: a parameter
+// whose neighbours fail no tile is not pinned down by these tiles.
+void print_neighbours(const std::map<std::string, std::vector<mma::Tile>>& checked) {
+  fmt::print("\nneighbouring models (one parameter changed): tiles they fail\n");
+  for (const auto& [key, tiles] : checked) {
+    const auto instruction = mma::find_instruction(tiles.front().arch, tiles.front().instruction);
+    fmt::print("  {}\n", key);
+    for (const auto& neighbour : mma::neighbouring_models(instruction.model)) {
+      mma::Instruction changed = instruction;
+      changed.model = neighbour.model;
+      std::size_t failing = 0;
+      for (const auto& t : tiles) failing += mma::execute(changed, {t.a, t.b, t.c}) != t.d;
+      fmt::print("    {:<30} {:>5} of {:>5}\n", neighbour.change, failing, tiles.size());
+    }
+  }
+}
+
 int run_verify(const VerifyArgs& args) {
   Counts total;
   std::map<std::string, Counts> by_instruction;  // "arch instruction"
   std::vector<std::string> failures;             // one paragraph per failed tile, in file order
+  std::map<std::string, std::vector<mma::Tile>> checked;  // --neighbours: the tiles that passed, by instruction
   bool unknown = false, unreadable = false;
   const auto fail = [&](const std::string& text) {
     ++total.failed;
@@ -43,6 +63,7 @@ int run_verify(const VerifyArgs& args) {
       if (verdict.outcome == mma::TileVerdict::Outcome::passed) {
         ++total.passed;
         ++counts.passed;
+        if (args.neighbours) checked[tile.arch + " " + tile.instruction].push_back(tile);
         return;
       }
       ++counts.failed;
@@ -71,6 +92,7 @@ int run_verify(const VerifyArgs& args) {
                failures.size());
     for (std::size_t i = 0; i < failures.size() && int(i) < args.details; ++i) fmt::print("  {}\n", failures[i]);
   }
+  if (args.neighbours) print_neighbours(checked);
   if (unknown) {
     fmt::print("\nmodeled instructions:\n");
     for (const auto& line : mma::modeled_instructions()) fmt::print("  {}\n", line);
@@ -93,6 +115,9 @@ void add_verify_vectors_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--details", args->details, "How many failing tiles to show")->check(CLI::NonNegativeNumber);
   cmd->add_option("--outputs", args->outputs, "How many differing outputs to show per failing tile")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--neighbours", args->neighbours,
+                "Also run every passing tile through models with one parameter changed (F, L, output rounding, how C "
+                "enters, chunk order, zero-term exponent) and count the tiles each fails");
   cmd->callback([&exit_code, args] { exit_code = run_verify(*args); });
 }
 
