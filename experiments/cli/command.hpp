@@ -9,5 +9,6 @@ namespace lowbit::cli {
 void add_format_commands(CLI::App& app, int& exit_code);   // formats, format
 void add_convert_command(CLI::App& app, int& exit_code);   // convert
 void add_tour_command(CLI::App& app, int& exit_code);      // tour
+void add_verify_vectors_command(CLI::App& app, int& exit_code);  // verify-vectors
 
 }  // namespace lowbit::cli

@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   lowbit::cli::add_format_commands(app, exit_code);
   lowbit::cli::add_convert_command(app, exit_code);
   lowbit::cli::add_tour_command(app, exit_code);
+  lowbit::cli::add_verify_vectors_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,173 @@
+// Every tile recorded on hardware (results/vectors/) against the models, bit for bit; what the
+// recorded outputs say about signed zeros and overflow; and which model parameters the recorded
+// tiles pin down (a neighbouring model must fail some tile, or the parameter is not verified).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <map>
+#include <set>
+
+#include "emulation/mma/arithmetic.hpp"
+#include "emulation/mma/vector_file.hpp"
+#include "emulation/mma/verify.hpp"
+
+using namespace lowbit;
+using namespace lowbit::mma;
+
+namespace {
+
+const std::filesystem::path kVectors = std::filesystem::path(LOWBIT_SOURCE_DIR) / "results" / "vectors";
+
+std::vector<Tile> read_tiles(const std::filesystem::path& file) {
+  std::vector<Tile> tiles;
+  const auto error = for_each_line(file.string(), [&](std::size_t number, std::string_view text) {
+    auto parsed = parse_tile_line(text);
+    INFO(file.string() << ":" << number << ": " << parsed.error);
+    REQUIRE(parsed.tile);
+    tiles.push_back(std::move(*parsed.tile));
+  });
+  REQUIRE(!error);
+  return tiles;
+}
+
+std::vector<Tile> all_tiles() {
+  std::vector<Tile> tiles;
+  for (const auto& entry : std::filesystem::directory_iterator(kVectors))
+    if (entry.path().string().ends_with(".jsonl.gz") || entry.path().string().ends_with(".jsonl"))
+      for (auto& t : read_tiles(entry.path())) tiles.push_back(std::move(t));
+  return tiles;
+}
+
+// How many tiles fail when every tile of `instruction` runs `model` instead of its own.
+std::size_t failing_tiles(const std::vector<Tile>& tiles, const std::string& instruction, const Model& model) {
+  std::size_t failing = 0;
+  for (const auto& t : tiles) {
+    if (t.instruction != instruction) continue;
+    Instruction in = find_instruction(t.arch, t.instruction);
+    in.model = model;
+    failing += execute(in, {t.a, t.b, t.c}) != t.d;
+  }
+  return failing;
+}
+
+}  // namespace
+
+TEST_CASE("every recorded tile passes bit for bit", "[mma][vectors]") {
+  std::map<std::string, std::size_t> passed;
+  std::size_t total = 0;
+  for (const auto& tile : all_tiles()) {
+    const auto verdict = verify_tile(tile);
+    INFO(tile.arch << " " << tile.instruction << ": " << verdict.error << " " << verdict.mismatches.size()
+                   << " outputs differ");
+    CHECK(verdict.outcome == TileVerdict::Outcome::passed);
+    passed[tile.instruction] += verdict.outcome == TileVerdict::Outcome::passed;
+    ++total;
+  }
+  CHECK(total >= 840);
+  CHECK(passed["mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"] >= 150);
+  CHECK(passed["mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"] >= 150);
+  CHECK(passed["mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"] >= 150);
+  CHECK(passed["mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"] >= 150);
+  CHECK(passed["wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3"] >= 60);
+  CHECK(passed["wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2"] >= 60);
+  CHECK(passed["wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16"] >= 60);
+  CHECK(passed["wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"] >= 60);
+}
+
+TEST_CASE("'verified' means recorded: the registry and the recorded tiles agree", "[mma][vectors]") {
+  std::set<std::string> recorded;
+  for (const auto& tile : all_tiles()) recorded.insert(tile.arch + " " + tile.instruction);
+  for (const auto& name : instruction_names()) {
+    const bool verified = find_instruction(name.arch, name.name).source.status == Verification::verified;
+    INFO(name.arch << " " << name.name);
+    CHECK(verified == recorded.contains(name.arch + " " + name.name));
+  }
+}
+
+TEST_CASE("the recorded outputs: signed zeros and overflow", "[mma][vectors]") {
+  // Reported in docs/mma-models.md. Every zero output on the H200 is +0 (all had C = +0 or a
+  // nonzero C); the bf16 tiles overflow to +-Inf, never to the largest finite value.
+  std::size_t positive_zero = 0, negative_zero = 0, infinite = 0, largest_finite = 0, negative_zero_c = 0;
+  for (const auto& tile : all_tiles()) {
+    for (std::size_t i = 0; i < tile.d.size(); ++i) {
+      positive_zero += tile.d[i] == 0;
+      negative_zero += tile.d[i] == 0x8000'0000u;
+      negative_zero_c += tile.c[i] == 0x8000'0000u;
+      infinite += (tile.d[i] & 0x7fff'ffffu) == 0x7f80'0000u;
+      largest_finite += (tile.d[i] & 0x7fff'ffffu) == 0x7f7f'ffffu;
+    }
+  }
+  CHECK(positive_zero == 297);
+  CHECK(negative_zero == 0);
+  CHECK(negative_zero_c == 0);  // so -0 + -0 was never asked
+  CHECK(infinite == 15979);
+  CHECK(largest_finite == 0);
+}
+
+TEST_CASE("the recorded tiles reject every neighbouring model", "[mma][vectors]") {
+  const auto tiles = all_tiles();
+  std::set<std::string> instructions;
+  for (const auto& t : tiles) instructions.insert(t.instruction);
+  for (const auto& name : instructions) {
+    for (const auto& neighbour : neighbouring_models(find_instruction("sm_90", name).model)) {
+      INFO(name << " with " << neighbour.change);
+      // The zero-term exponent is the one parameter these tiles leave open (docs/mma-models.md).
+      if (neighbour.change.starts_with("e_zero"))
+        CHECK(failing_tiles(tiles, name, neighbour.model) == 0);
+      else
+        CHECK(failing_tiles(tiles, name, neighbour.model) > 0);
+    }
+  }
+}
+
+TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma][vectors]") {
+  // Lines written here with the emulator's own D: this checks the line handling (scale fields,
+  // 16-bit accumulators in 8-digit fields), not the arithmetic.
+  std::mt19937_64 rng(3);
+  const auto make = [&](const char* arch, const char* name) {
+    const Instruction in = find_instruction(arch, name);
+    const Atom& at = in.atom;
+    Tile t;
+    t.arch = arch;
+    t.device = "emulated";
+    t.instruction = name;
+    t.m = at.m, t.n = at.n, t.k = at.k;
+    t.a_digits = at.a.storage_bits / 4, t.b_digits = at.b.storage_bits / 4;
+    for (int i = 0; i < at.m * at.k; ++i) t.a.push_back(Code(rng()) & at.a.code_count_minus_one());
+    for (int i = 0; i < at.k * at.n; ++i) t.b.push_back(Code(rng()) & at.b.code_count_minus_one());
+    for (int i = 0; i < at.m * at.n; ++i) t.c.push_back(std::uint32_t(rng()) & at.c.code_count_minus_one());
+    std::vector<Code> sa, sb;
+    if (at.scale) {
+      for (int i = 0; i < at.m * at.scale_columns(); ++i) sa.push_back(Code(120 + rng() % 16));
+      for (int i = 0; i < at.scale_columns() * at.n; ++i) sb.push_back(Code(120 + rng() % 16));
+      const auto hex = [](const std::vector<Code>& v) {
+        std::string s;
+        for (Code x : v) s += fmt::format("{:02x}", x);
+        return s;
+      };
+      t.extra["scale_a"] = hex(sa);
+      t.extra["scale_b"] = hex(sb);
+    }
+    t.d = execute(in, {t.a, t.b, t.c, sa, sb});
+    return t;
+  };
+  const Tile scaled = make("sm_120", "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m3.e4m3.f32.ue8m0");
+  const Tile half = make("sm_90", "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16");
+  for (const Tile& t : {scaled, half}) {
+    const auto reread = parse_tile_line(to_json_line(t));
+    REQUIRE(reread.tile);
+    CHECK(verify_tile(*reread.tile).outcome == TileVerdict::Outcome::passed);
+  }
+  Tile missing = scaled;
+  missing.extra.erase("scale_b");
+  CHECK_THAT(verify_tile(missing).error, Catch::Contains("field 'scale_b'"));
+  Tile short_scale = scaled;
+  short_scale.extra["scale_a"] = "7f";
+  CHECK_THAT(verify_tile(short_scale).error, Catch::Contains("field 'scale_a' has 2 hex digits, expected 32"));
+  Tile wide_c = half;
+  wide_c.c[3] = 0x1'0000;
+  CHECK_THAT(verify_tile(wide_c).error, Catch::Contains("C element 3 is 0x10000"));
+}
