@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 BUILD_DIR=${LOWBIT_BUILD_DIR:-build}
-PACKAGES="cmake ninja-build g++ git libeigen3-dev libboost-dev catch2 libcli11-dev libfmt-dev nlohmann-json3-dev
+PACKAGES="cmake ninja-build g++ git libeigen3-dev libboost-dev catch2 libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
           python3 python3-venv python3-matplotlib"
 
 install_packages() {

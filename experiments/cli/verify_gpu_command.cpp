@@ -1,0 +1,146 @@
+// lowbit verify-gpu: fresh tiles of every probed tensor-core instruction, executed on the GPU
+// and checked against the emulator, tile by tile.
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "emulation/mma/families.hpp"
+#include "experiments/cli/command.hpp"
+#include "experiments/cli/gpu_run.hpp"
+#include "kernels/mma_probe.hpp"
+#include "numerics/line_file.hpp"
+#include "numerics/parallel.hpp"
+
+namespace lowbit::cli {
+namespace {
+
+struct Args {
+  std::uint64_t tiles = 100000;
+  std::uint64_t seed = 1;
+  std::vector<std::string> only;
+  std::uint64_t sample_outputs = 65536;
+  std::uint64_t keep_failures = 200;
+  std::string output_dir;
+};
+
+struct Row {
+  std::string instruction;
+  std::uint64_t tiles = 0, exact_checked = 0, exact_failed = 0, failures_kept = 0;
+  double seconds = 0;
+};
+
+bool selected(const Args& args, std::string_view instruction) {
+  return args.only.empty() ||
+         std::any_of(args.only.begin(), args.only.end(), [&](const auto& s) { return instruction.find(s) != std::string_view::npos; });
+}
+
+// Writes OUTPUT_DIR/sample/<instruction>.jsonl.gz and, for failing tiles only,
+// OUTPUT_DIR/failures/<instruction>.jsonl.gz.
+Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& gpu, const Args& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const mma::TileSpec& s = probe.spec;
+  const std::uint64_t outputs = std::uint64_t(s.m) * s.n;
+  const std::uint64_t batch = std::max<std::uint64_t>(64, (std::uint64_t{1} << 21) / outputs);
+  const std::uint64_t sample_tiles = std::max<std::uint64_t>(mma::kFamilyCount, args.sample_outputs / outputs);
+  Row row{std::string(s.instruction)};
+  std::optional<LineWriter> sample, failures;
+  const std::string file_name = row.instruction + ".jsonl.gz";
+  if (!args.output_dir.empty()) sample.emplace(args.output_dir + "/sample/" + file_name);
+  std::vector<mma::Tile> tiles;
+  std::vector<std::optional<bool>> exact;
+  for (std::uint64_t first = 0; first < args.tiles; first += batch) {
+    const std::size_t count = std::size_t(std::min(batch, args.tiles - first));
+    tiles.resize(count);
+    exact.assign(count, std::nullopt);
+    parallel_for(count, [&](std::size_t i, unsigned) {
+      tiles[i] = mma::make_input_tile(s, args.seed, first + i);
+      tiles[i].arch = gpu.arch;
+      tiles[i].device = gpu.name;
+    });
+    probe.run(tiles);
+    parallel_for(count, [&](std::size_t i, unsigned) { exact[i] = mma::exact_check(s, tiles[i]); });
+    for (std::size_t i = 0; i < count; ++i) {
+      const bool failed = exact[i] && !*exact[i];
+      row.exact_checked += exact[i].has_value();
+      row.exact_failed += failed;
+      if (sample && first + i < sample_tiles) sample->write(mma::to_json_line(tiles[i]));
+      if (failed && !args.output_dir.empty() && row.failures_kept < args.keep_failures) {
+        if (!failures) failures.emplace(args.output_dir + "/failures/" + file_name);
+        failures->write(mma::to_json_line(tiles[i]));
+        ++row.failures_kept;
+      }
+    }
+    row.tiles += count;
+  }
+  if (sample) sample->close();
+  if (failures) failures->close();
+  row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return row;
+}
+
+int run_verify_gpu(const Args& args) {
+  const auto gpu = require_gpu("verify-gpu");
+  if (!gpu) return kSkipped;
+  std::vector<const kernels::MmaProbe*> probes;
+  for (const auto& p : kernels::mma_probes())
+    if (selected(args, p.spec.instruction)) probes.push_back(&p);
+  if (probes.empty()) {
+    fmt::print(stderr, "lowbit verify-gpu: --only matches no probed instruction\n");
+    return 2;
+  }
+  std::vector<Row> rows;
+  std::uint64_t failed = 0;
+  for (const auto* p : probes) {
+    rows.push_back(verify_instruction(*p, *gpu, args));
+    const Row& r = rows.back();
+    failed += r.exact_failed;
+    fmt::print(stderr, "{:<60} {:>8} tiles  exact {:>8}/{:<8} failed  {:6.1f} s\n", r.instruction, r.tiles, r.exact_failed,
+               r.exact_checked, r.seconds);
+  }
+  fmt::print("{:<60} {:>8} {:>14} {:>12}\n", "instruction", "tiles", "exact-checked", "exact-failed");
+  nlohmann::ordered_json table = nlohmann::ordered_json::array();
+  for (const auto& r : rows) {
+    fmt::print("{:<60} {:>8} {:>14} {:>12}\n", r.instruction, r.tiles, r.exact_checked, r.exact_failed);
+    table.push_back({{"instruction", r.instruction},
+                     {"tiles", r.tiles},
+                     {"exact_checked", r.exact_checked},
+                     {"exact_failed", r.exact_failed},
+                     {"failures_kept", r.failures_kept},
+                     {"seconds", r.seconds}});
+  }
+  if (!args.output_dir.empty()) {
+    nlohmann::ordered_json doc;
+    doc["what"] = "tensor-core instructions run on the GPU on generated tiles, checked tile by tile";
+    doc["command"] = fmt::format("lowbit verify-gpu --tiles {} --seed {} --sample-outputs {}", args.tiles, args.seed,
+                                 args.sample_outputs);
+    doc["seed"] = args.seed;
+    doc["provenance"] = gpu_provenance(*gpu);
+    doc["instructions"] = table;
+    write_json(args.output_dir + "/verify-gpu.json", doc);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_verify_gpu_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "verify-gpu",
+      "Run every probed tensor-core instruction (mma.sync, wgmma; sm_90a) on fresh generated tiles on the GPU and check\n"
+      "each tile with the emulator. Exit 0: all pass; 1: failures; 77: no GPU.");
+  cmd->add_option("--tiles", args->tiles, "Tiles per instruction")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the generated tiles (tile i of an instruction depends on seed and i only)")
+      ->capture_default_str();
+  cmd->add_option("--only", args->only, "Keep only instructions whose PTX name contains one of these texts")->delimiter(',');
+  cmd->add_option("--sample-outputs", args->sample_outputs,
+                  "Outputs per instruction to record in OUTPUT_DIR/sample/ (the first tiles; at least one per family)")
+      ->capture_default_str();
+  cmd->add_option("--keep-failures", args->keep_failures, "Failing tiles per instruction to record in OUTPUT_DIR/failures/")
+      ->capture_default_str();
+  cmd->add_option("--output-dir", args->output_dir, "Write verify-gpu.json (with provenance), sample/ and failures/ (one .jsonl.gz per instruction) here");
+  cmd->callback([&exit_code, args] { exit_code = run_verify_gpu(*args); });
+}
+
+}  // namespace lowbit::cli
