@@ -20,7 +20,7 @@ INTERESTING = ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA", "F2FP", "F2F", "I2F", 
                "DADD", "DMUL", "CALL", "WARPGROUP")
 
 function_line = re.compile(r"^\s*Function : (\S+)")
-instruction_line = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)")
+instruction_line = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Za-z0-9_.]*)")
 
 
 def demangle(names):
