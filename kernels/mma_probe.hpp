@@ -2,7 +2,10 @@
 // Host code only; no CUDA headers needed by callers.
 #pragma once
 
+#include <optional>
 #include <span>
+
+#include "emulation/layout.hpp"
 
 #include "emulation/mma/families.hpp"
 #include "emulation/mma/vectors.hpp"
@@ -10,8 +13,12 @@
 namespace lowbit::kernels {
 
 struct MmaProbe {
-  mma::TileSpec spec;   // instruction name, shape, operand and accumulator formats
-  bool warpgroup;       // wgmma (A and B from shared memory) rather than mma.sync (registers)
+  mma::TileSpec spec;  // instruction name, shape, operand and accumulator formats
+  bool warpgroup;      // wgmma (A and B from shared memory) rather than mma.sync (registers)
+  // The register fragments the kernel loads and stores through (wgmma: A and B come from
+  // shared memory); tests compare them with the emulator's atom for the same instruction.
+  std::optional<layout::Fragment> a_fragment, b_fragment;
+  layout::Fragment c_fragment;
   void (*run)(std::span<mma::Tile> tiles);  // fills each tile's d from its a, b, c
 };
 

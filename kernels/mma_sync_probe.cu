@@ -83,7 +83,7 @@ void run(std::span<mma::Tile> tiles) {
 
 template <class... Atoms>
 constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
-  return {MmaProbe{Atoms::spec, false, run<Atoms>}...};
+  return {MmaProbe{Atoms::spec, false, Atoms::a_fragment, Atoms::b_fragment, layout::mma_m16n8_c, run<Atoms>}...};
 }
 
 constexpr auto kProbes = probes<F32F16, F32Bf16, F16F16, F32E4m3E4m3, F32E4m3E5m2, F32E5m2E4m3, F32E5m2E5m2,

@@ -145,7 +145,7 @@ void run(std::span<mma::Tile> tiles) {
 
 template <class... Atoms>
 constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
-  return {MmaProbe{Atoms::spec, true, run<Atoms>}...};
+  return {MmaProbe{Atoms::spec, true, std::nullopt, std::nullopt, layout::wgmma_m64_d(Atoms::spec.n), run<Atoms>}...};
 }
 
 constexpr auto kProbes =

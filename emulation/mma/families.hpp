@@ -9,12 +9,10 @@
 #include <string_view>
 
 #include "emulation/format.hpp"
+#include "emulation/mma/instruction.hpp"  // s32
 #include "emulation/mma/vectors.hpp"
 
 namespace lowbit::mma {
-
-// s32 accumulators (integer MMA), as a Format record: two's complement, 32 bits.
-inline constexpr Format s32{FormatKind::integer, 0, 31, 0, true, NanEncoding::none, InfEncoding::none, false, true, 32};
 
 // What an instruction multiplies: D (m x n) = A (m x k) * B (k x n) + C.
 struct TileSpec {

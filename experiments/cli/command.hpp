@@ -8,6 +8,7 @@ namespace lowbit::cli {
 
 void add_format_commands(CLI::App& app, int& exit_code);   // formats, format
 void add_convert_command(CLI::App& app, int& exit_code);   // convert
+void add_verify_vectors_command(CLI::App& app, int& exit_code);  // verify-vectors
 #if defined(LOWBIT_HAVE_KERNELS)
 void add_verify_cvt_command(CLI::App& app, int& exit_code);  // verify-cvt (GPU)
 void add_verify_gpu_command(CLI::App& app, int& exit_code);  // verify-gpu (GPU)

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   lowbit::cli::add_format_commands(app, exit_code);
   lowbit::cli::add_convert_command(app, exit_code);
+  lowbit::cli::add_verify_vectors_command(app, exit_code);
 #if defined(LOWBIT_HAVE_KERNELS)
   lowbit::cli::add_verify_cvt_command(app, exit_code);
   lowbit::cli::add_verify_gpu_command(app, exit_code);

@@ -9,7 +9,7 @@
 
 #include "emulation/convert.hpp"
 #include "emulation/mma/families.hpp"
-#include "numerics/line_file.hpp"
+#include "emulation/mma/vector_file.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
@@ -161,16 +161,18 @@ TEST_CASE("tiles survive a gzip JSON Lines round trip", "[probes]") {
     for (const auto& t : tiles) out.write(to_json_line(t));
     out.close();
   }
-  LineReader in(path);
-  std::string line;
-  for (const auto& t : tiles) {
-    REQUIRE(in.next(line));
+  std::size_t count = 0;
+  const auto error = for_each_line(path, [&](std::size_t number, std::string_view line) {
+    REQUIRE(number <= tiles.size());
+    const Tile& t = tiles[number - 1];
     const auto parsed = parse_tile_line(line);
     REQUIRE(parsed.tile.has_value());
     CHECK(parsed.tile->a == t.a);
     CHECK(parsed.tile->c == t.c);
     CHECK(parsed.tile->extra["c_type"] == "f16");
-  }
-  CHECK_FALSE(in.next(line));
+    ++count;
+  });
+  CHECK_FALSE(error.has_value());
+  CHECK(count == tiles.size());
   std::filesystem::remove(path);
 }

@@ -1,0 +1,513 @@
+#include "emulation/mma/instruction.hpp"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <tuple>
+#include <variant>
+
+#include <fmt/format.h>
+
+namespace lowbit::mma {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Models and their sources (docs/mma-models.md explains each)
+// ---------------------------------------------------------------------------------------------
+
+constexpr std::string_view kMmaSim = "MMA-Sim (Xie et al., arXiv 2511.10909; microsoft/MMA-Sim)";
+
+Model fused(int chunk, int fraction_bits, OutputRounding rounding, int zero_exponent) {
+  Model m;
+  m.fused.chunk = chunk;
+  m.fused.fraction_bits = fraction_bits;
+  m.fused.rounding = rounding;
+  m.fused.zero_exponent = zero_exponent;
+  return m;
+}
+
+Model integer(bool saturate) {
+  Model m;
+  m.arithmetic = Arithmetic::integer;
+  m.integer.saturate = saturate;
+  return m;
+}
+
+// Hopper mma.sync FP8: F2FP (fp8 -> f16, exact) and two HMMA.16816.F32 over the k with
+// k mod 4 in {0,1} and then {2,3}, chained from +0; C is added last by FADD.
+Model hopper_fp8_mma_sync() {
+  Model m = fused(16, 25, OutputRounding::rz_fp32, -133);
+  m.fused.interleave = 2;
+  m.fused.c_entry = CEntry::fp32_add_after;
+  return m;
+}
+
+Model block_scaled(ScaleMode mode, int chunk, int fraction_bits, int zero_exponent, int group) {
+  Model m = fused(chunk, fraction_bits, OutputRounding::rz_fp32, zero_exponent);
+  m.fused.scale_mode = mode;
+  m.fused.group = group;
+  return m;
+}
+
+const ModelSource kHopperF16{
+    "MMA-Sim Hopper T-FDPA (L=16, F=25, C aligned, RZ fp32, e_zero=-133); recorded on an H200",
+    Verification::verified,
+    "e_zero is MMA-Sim's; the recorded tiles accept any e_zero <= -126. Signed-zero inputs, NaN/Inf "
+    "inputs not recorded."};
+const ModelSource kHopperF16Out{
+    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16)", Verification::published,
+    "no f16-accumulator tiles recorded yet"};
+const ModelSource kHopperFp8Sync{
+    "measured by us (shared/notes/hopper-numerics-facts.md): fp8->f16, two HMMA.16816.F32 over "
+    "k mod 4 in {0,1} then {2,3} (Hopper f16 model), then an fp32 RNE add of C",
+    Verification::verified, "whether the final FADD flushes subnormals is not recorded"};
+const ModelSource kHopperFp8Wgmma{
+    "MMA-Sim Hopper wgmma FP8 (L=32, F=13, C aligned, RZ e8m13); recorded on an H200",
+    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value); the recorded tiles accept any <= -126"};
+const ModelSource kHopperInteger{"exact s32 sum (PTX ISA); measured exact on an H200 per the facts note",
+                                 Verification::reported, "no integer tiles in results/vectors yet"};
+const ModelSource kExactInteger{"exact s32 sum (PTX ISA)", Verification::published, "no such GPU here"};
+const ModelSource kAmpereF16{"MMA-Sim Ampere/Ada T-FDPA (L=8, F=24, RZ fp32, e_zero=-132)", Verification::published,
+                             "no such GPU here"};
+const ModelSource kAmpereF16Out{"MMA-Sim Ampere/Ada T-FDPA with f16 accumulator (L=8, F=24, RNE fp16)",
+                                Verification::published, "no such GPU here"};
+const ModelSource kAdaFp8{"MMA-Sim Ada T-FDPA FP8 (L=16, F=13, C aligned, RZ e8m13, e_zero=-132)",
+                          Verification::published, "no such GPU here"};
+const ModelSource kBlackwellF8f6f4{"MMA-Sim Blackwell T-FDPA f8f6f4 (L=32, F=25, RZ fp32)", Verification::published,
+                                   "no such GPU here; e_zero=-133 assumed (MMA-Sim's Blackwell MXFP8 value)"};
+const ModelSource kBlackwellMxf8{"MMA-Sim Blackwell ST-FDPA MXF8F6F4 (L=32, F=25, RZ fp32, e_zero=-133)",
+                                 Verification::published, "no such GPU here"};
+const ModelSource kBlackwellMxf4{
+    "MMA-Sim Blackwell GST-FDPA MXF4/NVFP4 (groups of 16 exact, F=35, L=64, RZ fp32, e_zero=-139)",
+    Verification::published, "no such GPU here; a UE4M3 scale's sign bit is ignored (as MMA-Sim does)"};
+
+// ---------------------------------------------------------------------------------------------
+// Families: one row per (arch, issue, shape, kind) with the types it takes
+// ---------------------------------------------------------------------------------------------
+
+struct NRange {
+  int min = 8, max = 8, step = 8;
+  bool contains(int n) const { return n >= min && n <= max && (n - min) % step == 0; }
+};
+
+struct Family {
+  std::string_view arch;
+  Issue issue;
+  int m, k;
+  NRange n;
+  std::string_view kind;       // "kind::f8f6f4" etc., empty for none
+  std::string_view scale_vec;  // "scale_vec::2X" etc. for block_scale, empty otherwise
+  bool scale_vec_optional;     // PTX's default scale_vec may be left out of the name
+  std::vector<std::string_view> d, a, b, c, s;  // allowed type names (c empty: no C type in the name)
+  bool satfinite;              // the .satfinite variant exists (integer) and selects saturation
+  Model model;
+  ModelSource source;
+  std::vector<std::string_view> recorded;  // exact names with recorded tiles (verified)
+};
+
+const std::vector<std::string_view> kFp8{"e4m3", "e5m2"};
+const std::vector<std::string_view> kF8f6f4{"e4m3", "e5m2", "e3m2", "e2m3", "e2m1"};
+const std::vector<std::string_view> kInt8{"s8", "u8"};
+const std::vector<std::string_view> kInt4{"s4", "u4"};
+constexpr NRange kMmaN{8, 8, 8};
+constexpr NRange kWgmmaN{8, 256, 8};
+constexpr NRange kTcgen05N64{8, 256, 8};
+constexpr NRange kTcgen05N128{16, 256, 16};
+
+std::vector<Family> build_families() {
+  std::vector<Family> f;
+  const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, const ModelSource& f32_source,
+                                  const ModelSource& f16_source, std::vector<std::string_view> recorded) {
+    f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"f16"}, {"f16"}, {"f32"}, {}, false,
+                 fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
+    f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"bf16"}, {"bf16"}, {"f32"}, {}, false,
+                 fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
+    f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {"f16"}, {}, false,
+                 fused(chunk, fraction, OutputRounding::rne_fp16, zero), f16_source, {}});
+  };
+  const auto add_integer_families = [&](std::string_view arch, const ModelSource& source) {
+    for (bool sat : {false, true}) {
+      f.push_back({arch, Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"s32"}, kInt8, kInt8, {"s32"}, {}, sat,
+                   integer(sat), source, {}});
+      f.push_back({arch, Issue::mma_sync, 16, 64, kMmaN, "", "", false, {"s32"}, kInt4, kInt4, {"s32"}, {}, sat,
+                   integer(sat), source, {}});
+    }
+  };
+
+  // sm_90 (Hopper)
+  add_f16_family("sm_90", 16, 25, -133, kHopperF16, kHopperF16Out,
+                 {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"});
+  f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
+               hopper_fp8_mma_sync(), kHopperFp8Sync,
+               {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"}});
+  add_integer_families("sm_90", kHopperInteger);
+  for (std::string_view t : {"f16", "bf16"})
+    f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f32"}, {t}, {t}, {}, {}, false,
+                 fused(16, 25, OutputRounding::rz_fp32, -133), kHopperF16,
+                 {"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"}});
+  f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {}, {}, false,
+               fused(16, 25, OutputRounding::rne_fp16, -133), kHopperF16Out, {}});
+  f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f32"}, kFp8, kFp8, {}, {}, false,
+               fused(32, 13, OutputRounding::rz_e8m13, -133), kHopperFp8Wgmma,
+               {"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2"}});
+  for (bool sat : {false, true})
+    f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
+                 integer(sat), kHopperInteger, {}});
+
+  // sm_89 (Ada) and sm_80 (Ampere)
+  f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
+               fused(16, 13, OutputRounding::rz_e8m13, -132), kAdaFp8, {}});
+  add_f16_family("sm_89", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
+  add_integer_families("sm_89", kExactInteger);
+  add_f16_family("sm_80", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
+  add_integer_families("sm_80", kExactInteger);
+
+  // sm_120 (mma.sync) and sm_100 (tcgen05): f8f6f4, MXF8F6F4, MXF4, NVFP4
+  const Model mxf8 = block_scaled(ScaleMode::per_product, 32, 25, -133, 0);
+  const Model mxf4 = block_scaled(ScaleMode::per_group, 64, 35, -139, 16);
+  f.push_back({"sm_120", Issue::mma_sync, 16, 32, kMmaN, "kind::f8f6f4", "", false, {"f32"}, kF8f6f4, kF8f6f4, {"f32"}, {},
+               false, fused(32, 25, OutputRounding::rz_fp32, -133), kBlackwellF8f6f4, {}});
+  f.push_back({"sm_120", Issue::mma_sync, 16, 32, kMmaN, "kind::mxf8f6f4", "scale_vec::1X", true, {"f32"}, kF8f6f4,
+               kF8f6f4, {"f32"}, {"ue8m0"}, false, mxf8, kBlackwellMxf8, {}});
+  f.push_back({"sm_120", Issue::mma_sync, 16, 64, kMmaN, "kind::mxf4", "scale_vec::2X", true, {"f32"}, {"e2m1"}, {"e2m1"},
+               {"f32"}, {"ue8m0"}, false, mxf4, kBlackwellMxf4, {}});
+  f.push_back({"sm_120", Issue::mma_sync, 16, 64, kMmaN, "kind::mxf4nvf4", "scale_vec::2X", false, {"f32"}, {"e2m1"},
+               {"e2m1"}, {"f32"}, {"ue8m0"}, false, mxf4, kBlackwellMxf4, {}});
+  f.push_back({"sm_120", Issue::mma_sync, 16, 64, kMmaN, "kind::mxf4nvf4", "scale_vec::4X", false, {"f32"}, {"e2m1"},
+               {"e2m1"}, {"f32"}, {"ue4m3"}, false, mxf4, kBlackwellMxf4, {}});
+  for (auto [m, n] : {std::pair{64, kTcgen05N64}, std::pair{128, kTcgen05N128}}) {
+    f.push_back({"sm_100", Issue::tcgen05, m, 32, n, "kind::f8f6f4", "", false, {"f32"}, kF8f6f4, kF8f6f4, {}, {}, false,
+                 fused(32, 25, OutputRounding::rz_fp32, -133), kBlackwellF8f6f4, {}});
+    f.push_back({"sm_100", Issue::tcgen05, m, 32, n, "kind::mxf8f6f4", "scale_vec::1X", true, {"f32"}, kF8f6f4, kF8f6f4,
+                 {}, {"ue8m0"}, false, mxf8, kBlackwellMxf8, {}});
+    f.push_back({"sm_100", Issue::tcgen05, m, 64, n, "kind::mxf4", "scale_vec::2X", true, {"f32"}, {"e2m1"}, {"e2m1"},
+                 {}, {"ue8m0"}, false, mxf4, kBlackwellMxf4, {}});
+    f.push_back({"sm_100", Issue::tcgen05, m, 64, n, "kind::mxf4nvf4", "scale_vec::2X", false, {"f32"}, {"e2m1"},
+                 {"e2m1"}, {}, {"ue8m0"}, false, mxf4, kBlackwellMxf4, {}});
+    f.push_back({"sm_100", Issue::tcgen05, m, 64, n, "kind::mxf4nvf4", "scale_vec::4X", false, {"f32"}, {"e2m1"},
+                 {"e2m1"}, {}, {"ue4m3"}, false, mxf4, kBlackwellMxf4, {}});
+  }
+  return f;
+}
+
+const std::vector<Family>& families() {
+  static const std::vector<Family> table = build_families();
+  return table;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Names
+// ---------------------------------------------------------------------------------------------
+
+std::optional<Format> type_format(std::string_view t) {
+  constexpr std::pair<std::string_view, Format> kTypes[]{
+      {"f32", formats::fp32},   {"f16", formats::fp16},   {"bf16", formats::bf16},   {"e4m3", formats::e4m3},
+      {"e5m2", formats::e5m2},  {"e3m2", formats::e3m2},  {"e2m3", formats::e2m3},   {"e2m1", formats::e2m1},
+      {"s8", formats::int8},    {"u8", formats::uint8},   {"s4", formats::int4},     {"u4", formats::uint4},
+      {"s32", s32},             {"ue8m0", formats::ue8m0}, {"ue4m3", formats::ue4m3}};
+  for (const auto& [name, format] : kTypes)
+    if (name == t) return format;
+  return std::nullopt;
+}
+
+std::string shape_text(int m, int n, int k) { return fmt::format("m{}n{}k{}", m, n, k); }
+
+struct ParsedName {
+  Issue issue = Issue::mma_sync;
+  int m = 0, n = 0, k = 0;
+  std::string kind, scale_vec;
+  bool block_scale = false, satfinite = false;
+  std::vector<std::string> types;
+};
+
+std::optional<std::array<int, 3>> parse_shape(std::string_view t) {
+  std::array<int, 3> v{};
+  std::size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (pos >= t.size() || t[pos] != "mnk"[i]) return std::nullopt;
+    ++pos;
+    auto [ptr, ec] = std::from_chars(t.data() + pos, t.data() + t.size(), v[i]);
+    if (ec != std::errc{} || v[i] <= 0) return std::nullopt;
+    pos = std::size_t(ptr - t.data());
+  }
+  if (pos != t.size()) return std::nullopt;
+  return v;
+}
+
+std::vector<std::string_view> split_dots(std::string_view s) {
+  std::vector<std::string_view> out;
+  for (std::size_t start = 0;;) {
+    const auto dot = s.find('.', start);
+    out.push_back(s.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) return out;
+    start = dot + 1;
+  }
+}
+
+// Reads the name's parts; the error says which token is not understood.
+std::variant<ParsedName, std::string> parse_name(std::string_view name) {
+  ParsedName p;
+  const auto tokens = split_dots(name);
+  std::size_t i = 0;
+  const auto expect = [&](std::initializer_list<std::string_view> words) {
+    for (auto w : words)
+      if (i >= tokens.size() || tokens[i++] != w) return false;
+    return true;
+  };
+  if (name.starts_with("mma.")) {
+    p.issue = Issue::mma_sync;
+    if (!expect({"mma", "sync", "aligned"})) return std::string("expected the prefix mma.sync.aligned");
+  } else if (name.starts_with("wgmma.")) {
+    p.issue = Issue::wgmma;
+    if (!expect({"wgmma", "mma_async", "sync", "aligned"})) return std::string("expected the prefix wgmma.mma_async.sync.aligned");
+  } else if (name.starts_with("tcgen05.")) {
+    p.issue = Issue::tcgen05;
+    if (!expect({"tcgen05", "mma", "cta_group::1"})) return std::string("expected the prefix tcgen05.mma.cta_group::1");
+  } else {
+    return std::string("not an mma.sync, wgmma.mma_async or tcgen05.mma instruction");
+  }
+  for (; i < tokens.size(); ++i) {
+    const std::string_view t = tokens[i];
+    if (auto shape = parse_shape(t)) {
+      if (p.m) return fmt::format("two shapes ('{}')", t);
+      std::tie(p.m, p.n, p.k) = std::tuple{(*shape)[0], (*shape)[1], (*shape)[2]};
+    } else if (t == "row" || t == "col") {
+      continue;
+    } else if (t == "satfinite") {
+      p.satfinite = true;
+    } else if (t == "block_scale") {
+      p.block_scale = true;
+    } else if (t.starts_with("kind::")) {
+      p.kind = t;
+    } else if (t.starts_with("scale_vec::")) {
+      p.scale_vec = t;
+    } else if (type_format(t)) {
+      p.types.emplace_back(t);
+    } else {
+      return fmt::format("token '{}' is not a shape, qualifier or type", t);
+    }
+  }
+  if (!p.m) return std::string("no shape (mMnNkK) in the name");
+  return p;
+}
+
+// The name as PTX spells it (tcgen05: PTX carries shape and types in the instruction
+// descriptor; our names append them, see docs/mma-models.md).
+std::string canonical_name(const ParsedName& p, std::string_view scale_vec) {
+  std::string s;
+  const std::string shape = shape_text(p.m, p.n, p.k);
+  const auto qualifiers = [&] {
+    std::string q;
+    if (!p.kind.empty()) q += "." + p.kind;
+    if (p.block_scale) q += ".block_scale";
+    if (!scale_vec.empty()) q += "." + std::string(scale_vec);
+    return q;
+  };
+  std::string types;
+  for (const auto& t : p.types) types += "." + t;
+  switch (p.issue) {
+    case Issue::mma_sync:
+      s = "mma.sync.aligned." + shape + ".row.col" + qualifiers() + (p.satfinite ? ".satfinite" : "") + types;
+      break;
+    case Issue::wgmma:
+      s = "wgmma.mma_async.sync.aligned." + shape + (p.satfinite ? ".satfinite" : "") + types;
+      break;
+    case Issue::tcgen05: s = "tcgen05.mma.cta_group::1" + qualifiers() + "." + shape + types; break;
+  }
+  return s;
+}
+
+ParsedName family_name(const Family& f, int n, std::vector<std::string> types) {
+  ParsedName p;
+  p.issue = f.issue;
+  p.m = f.m;
+  p.n = n;
+  p.k = f.k;
+  p.kind = f.kind;
+  p.block_scale = !f.scale_vec.empty();
+  p.satfinite = f.satfinite;
+  p.types = std::move(types);
+  return p;
+}
+
+std::string family_pattern(const Family& f) {
+  const auto alternatives = [](const std::vector<std::string_view>& v) {
+    if (v.size() == 1) return std::string(v[0]);
+    std::string s = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s += '|';
+      s += v[i];
+    }
+    return s + "}";
+  };
+  std::vector<std::string> types;
+  for (const auto* v : {&f.d, &f.a, &f.b, &f.c, &f.s})
+    if (!v->empty()) types.push_back(alternatives(*v));
+  std::string name = canonical_name(family_name(f, f.n.min, types), f.scale_vec);
+  std::string range;
+  if (f.n.max != f.n.min) {
+    const std::string shape = shape_text(f.m, f.n.min, f.k);
+    name.replace(name.find(shape), shape.size(), fmt::format("m{}nNk{}", f.m, f.k));
+    range = fmt::format("  (N = {}..{} step {})", f.n.min, f.n.max, f.n.step);
+  }
+  if (f.scale_vec_optional) range += fmt::format("  (.{} may be left out)", f.scale_vec);
+  return fmt::format("{:<7}{}{}  [{}]", f.arch, name, range, to_string(f.source.status));
+}
+
+std::string normalise_arch(std::string_view arch) {
+  std::string a(arch);
+  if (a.size() > 3 && (a.back() == 'a' || a.back() == 'f')) a.pop_back();
+  return a;
+}
+
+bool allowed(const std::vector<std::string_view>& v, const std::string& t) {
+  return std::find(v.begin(), v.end(), t) != v.end();
+}
+
+// Does family f take the parsed name? If so, the scale_vec its canonical name carries.
+std::optional<std::string_view> match(const Family& f, const ParsedName& p) {
+  if (f.issue != p.issue || f.m != p.m || f.k != p.k || !f.n.contains(p.n) || f.kind != p.kind) return std::nullopt;
+  if (f.satfinite != p.satfinite) return std::nullopt;
+  if (p.block_scale != !f.scale_vec.empty()) return std::nullopt;
+  if (!p.scale_vec.empty() ? p.scale_vec != f.scale_vec : (p.block_scale && !f.scale_vec_optional)) return std::nullopt;
+  std::vector<const std::vector<std::string_view>*> slots{&f.d, &f.a, &f.b};
+  if (!f.c.empty()) slots.push_back(&f.c);
+  if (!f.s.empty()) slots.push_back(&f.s);
+  if (p.types.size() != slots.size()) return std::nullopt;
+  for (std::size_t i = 0; i < slots.size(); ++i)
+    if (!allowed(*slots[i], p.types[i])) return std::nullopt;
+  return p.scale_vec.empty() ? std::string_view{} : f.scale_vec;
+}
+
+std::optional<layout::Fragment> a_fragment(Issue issue, int k) {
+  if (issue == Issue::tcgen05) return std::nullopt;
+  if (issue == Issue::wgmma) return k == 16 ? layout::wgmma_m64k16_a16 : layout::wgmma_m64k32_a8;
+  if (k == 16) return layout::mma_m16n8k16_a16;
+  return k == 32 ? layout::mma_m16n8k32_a8 : layout::mma_m16n8k64_a4;
+}
+
+std::optional<layout::Fragment> b_fragment(Issue issue, int k) {
+  if (issue != Issue::mma_sync) return std::nullopt;
+  if (k == 16) return layout::mma_m16n8k16_b16;
+  return k == 32 ? layout::mma_m16n8k32_b8 : layout::mma_m16n8k64_b4;
+}
+
+std::optional<layout::Fragment> c_fragment(Issue issue, int n) {
+  if (issue == Issue::tcgen05) return std::nullopt;
+  return issue == Issue::wgmma ? layout::wgmma_m64_d(n) : layout::mma_m16n8_c;
+}
+
+[[noreturn]] void unknown(std::string_view arch, std::string_view name, const std::string& why) {
+  std::string message = fmt::format("instruction '{}' on {} is not modeled: {}.\nModeled instructions:", name, arch, why);
+  for (const auto& line : modeled_instructions()) message += "\n  " + line;
+  throw UnknownInstruction(message);
+}
+
+}  // namespace
+
+std::optional<std::string> FusedDotAdd::validate(int k) const {
+  if (chunk < 1 || k % chunk != 0) return fmt::format("chunk L={} does not divide k={}", chunk, k);
+  if (interleave < 0 || (interleave > 0 && chunk % interleave != 0))
+    return fmt::format("interleave {} must be 0 or divide the chunk {}", interleave, chunk);
+  if (fraction_bits < 1 || fraction_bits > 40) return fmt::format("F={} is outside 1..40", fraction_bits);
+  if (scale_mode == ScaleMode::per_group && (group < 1 || chunk % group != 0))
+    return fmt::format("group {} must divide the chunk {}", group, chunk);
+  if (c_entry == CEntry::fp32_add_after && rounding == OutputRounding::rne_fp16)
+    return std::string("an fp32 add of C needs an fp32 accumulator");
+  return std::nullopt;
+}
+
+std::string_view to_string(Verification v) {
+  switch (v) {
+    case Verification::verified: return "verified";
+    case Verification::reported: return "reported";
+    case Verification::inferred: return "inferred";
+    case Verification::published: return "published";
+  }
+  return "?";
+}
+
+std::string_view to_string(Issue i) {
+  switch (i) {
+    case Issue::mma_sync: return "mma.sync";
+    case Issue::wgmma: return "wgmma";
+    case Issue::tcgen05: return "tcgen05";
+  }
+  return "?";
+}
+
+std::vector<std::string> modeled_instructions() {
+  std::vector<std::string> lines;
+  for (const auto& f : families()) lines.push_back(family_pattern(f));
+  return lines;
+}
+
+std::vector<InstructionName> instruction_names() {
+  std::vector<InstructionName> names;
+  for (const auto& f : families()) {
+    std::vector<std::vector<std::string>> combinations{{}};
+    for (const auto* slot : {&f.d, &f.a, &f.b, &f.c, &f.s}) {
+      if (slot->empty()) continue;
+      std::vector<std::vector<std::string>> next;
+      for (const auto& prefix : combinations)
+        for (auto t : *slot) {
+          next.push_back(prefix);
+          next.back().emplace_back(t);
+        }
+      combinations = std::move(next);
+    }
+    for (const auto& types : combinations) {
+      names.push_back({std::string(f.arch), canonical_name(family_name(f, f.n.min, types), f.scale_vec)});
+      if (f.n.max != f.n.min)
+        names.push_back({std::string(f.arch), canonical_name(family_name(f, f.n.max, types), f.scale_vec)});
+    }
+  }
+  return names;
+}
+
+Instruction find_instruction(std::string_view arch_name, std::string_view name) {
+  const std::string arch = normalise_arch(arch_name);
+  auto parsed = parse_name(name);
+  if (auto* why = std::get_if<std::string>(&parsed)) unknown(arch_name, name, *why);
+  const auto& p = std::get<ParsedName>(parsed);
+  bool other_arch = false;
+  for (const auto& f : families()) {
+    const auto scale_vec = match(f, p);
+    if (!scale_vec) continue;
+    if (f.arch != arch) {
+      other_arch = true;
+      continue;
+    }
+    const std::string canonical = canonical_name(p, *scale_vec);
+    if (canonical != name) unknown(arch_name, name, "its parts are modeled, but PTX spells it '" + canonical + "'");
+    Instruction in;
+    Atom& at = in.atom;
+    at.arch = arch;
+    at.name = std::string(name);
+    at.issue = f.issue;
+    at.m = p.m;
+    at.n = p.n;
+    at.k = p.k;
+    at.d = *type_format(p.types[0]);
+    at.a = *type_format(p.types[1]);
+    at.b = *type_format(p.types[2]);
+    at.c = f.c.empty() ? at.d : *type_format(p.types[3]);
+    if (!f.s.empty()) {
+      at.scale = *type_format(p.types.back());
+      // scale_vec::NX: N scale factors per row of A (per column of B) for the instruction's k.
+      at.scale_block = p.k / (f.scale_vec[f.scale_vec.size() - 2] - '0');
+    }
+    at.a_fragment = a_fragment(f.issue, p.k);
+    at.b_fragment = b_fragment(f.issue, p.k);
+    at.c_fragment = c_fragment(f.issue, p.n);
+    in.model = f.model;
+    in.source = f.source;
+    const bool recorded = std::find(f.recorded.begin(), f.recorded.end(), name) != f.recorded.end();
+    if (f.source.status == Verification::verified && !recorded) in.source.status = Verification::inferred;
+    return in;
+  }
+  unknown(arch_name, name,
+          other_arch ? "it is modeled on another architecture only" : "no modeled family has this shape and these types");
+}
+
+}  // namespace lowbit::mma

@@ -1,0 +1,78 @@
+#include "emulation/mma/verify.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "emulation/mma/arithmetic.hpp"
+
+namespace lowbit::mma {
+namespace {
+
+// Scale factors travel in the line's extra fields "scale_a" (m x k/block) and "scale_b"
+// (k/block x n), 2 hex digits per code, row-major.
+std::optional<std::string> read_scales(const Tile& tile, const char* name, std::size_t count, std::vector<Code>& out) {
+  if (!tile.extra.contains(name) || !tile.extra[name].is_string())
+    return fmt::format("field '{}' (a hex string of {} scale codes) is missing", name, count);
+  const auto& s = tile.extra[name].get_ref<const std::string&>();
+  if (s.size() != 2 * count) return fmt::format("field '{}' has {} hex digits, expected {}", name, s.size(), 2 * count);
+  out.resize(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    auto [ptr, ec] = std::from_chars(s.data() + 2 * i, s.data() + 2 * i + 2, out[i], 16);
+    if (ec != std::errc{} || ptr != s.data() + 2 * i + 2) return fmt::format("field '{}': element {} is not hex", name, i);
+  }
+  return std::nullopt;
+}
+
+int hex_digits(const Format& f) { return f.storage_bits / 4; }
+
+}  // namespace
+
+TileVerdict verify_tile(const Tile& tile) {
+  TileVerdict v;
+  try {
+    v.instruction = find_instruction(tile.arch, tile.instruction);
+  } catch (const UnknownInstruction& e) {
+    const std::string message = e.what();
+    v.error = message.substr(0, message.find('\n'));
+    v.unknown_instruction = true;
+    return v;
+  }
+  const Atom& at = v.instruction->atom;
+  if (tile.m != at.m || tile.n != at.n || tile.k != at.k) {
+    v.error = fmt::format("shape m{}n{}k{} in the line, but {} is m{}n{}k{}", tile.m, tile.n, tile.k, at.name, at.m,
+                          at.n, at.k);
+    return v;
+  }
+  if (tile.a_digits != hex_digits(at.a) || tile.b_digits != hex_digits(at.b)) {
+    v.error = fmt::format("A/B codes have {}/{} hex digits, but {} takes {} x {} ({}/{} digits)", tile.a_digits,
+                          tile.b_digits, at.name, format_name(at.a), format_name(at.b), hex_digits(at.a),
+                          hex_digits(at.b));
+    return v;
+  }
+  std::vector<Code> scale_a, scale_b;
+  if (at.scale) {
+    const auto columns = std::size_t(at.scale_columns());
+    if (auto e = read_scales(tile, "scale_a", std::size_t(at.m) * columns, scale_a)) return v.error = *e, v;
+    if (auto e = read_scales(tile, "scale_b", columns * std::size_t(at.n), scale_b)) return v.error = *e, v;
+  }
+  // Files hold fp16 accumulators widened to binary32 (accumulator_word); the model takes codes.
+  std::vector<std::uint32_t> c(tile.c);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto code = accumulator_code(at.c, c[i]);
+    if (!code) return v.error = fmt::format("C word {} (0x{:08x}) is not a value of {}", i, c[i], format_name(at.c)), v;
+    c[i] = *code;
+  }
+  const TileInputs in{tile.a, tile.b, c, scale_a, scale_b};
+  if (auto why = check_inputs(at, in)) return v.error = *why, v;
+  if (tile.d.size() != tile.c.size()) return v.error = "D and C differ in size", v;
+  const auto d = execute(*v.instruction, in);
+  v.outputs = d.size();
+  for (std::size_t i = 0; i < d.size(); ++i)
+    if (const std::uint32_t emulated = accumulator_word(at.d, d[i]); emulated != tile.d[i])
+      v.mismatches.push_back({int(i) / at.n, int(i) % at.n, tile.d[i], emulated});
+  v.outcome = v.mismatches.empty() ? TileVerdict::Outcome::passed : TileVerdict::Outcome::mismatched;
+  return v;
+}
+
+}  // namespace lowbit::mma

@@ -1,0 +1,33 @@
+// Recomputing a recorded tile (emulation/mma/vectors.hpp) with the instruction's model and
+// comparing every output bit (the sign of zero and NaN payloads included).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "emulation/mma/instruction.hpp"
+#include "emulation/mma/vectors.hpp"
+
+namespace lowbit::mma {
+
+struct OutputMismatch {
+  int row = 0, col = 0;
+  std::uint32_t recorded = 0, emulated = 0;
+};
+
+struct TileVerdict {
+  enum class Outcome { passed, mismatched, rejected };
+  Outcome outcome = Outcome::rejected;
+  // rejected: why the tile cannot be checked (unknown instruction, shape or type mismatch with
+  // the instruction, missing scale factors).
+  std::string error;
+  bool unknown_instruction = false;
+  std::vector<OutputMismatch> mismatches;  // mismatched: every differing output, row-major
+  std::size_t outputs = 0;                 // outputs compared
+  std::optional<Instruction> instruction;  // when the instruction is modeled
+};
+
+TileVerdict verify_tile(const Tile& tile);
+
+}  // namespace lowbit::mma
