@@ -15,8 +15,9 @@ import sys
 
 # Opcode prefixes that say how a probe computes: tensor-core MMA (HMMA/IMMA for mma.sync,
 # HGMMA/QGMMA/IGMMA for wgmma), conversions (F2FP packs, F2F/I2F/F2I), float math a software
-# path would use, and calls.
-INTERESTING = ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA", "F2FP", "F2F", "I2F", "F2I", "FADD", "FFMA", "FMUL",
+# path would use (fp32 and packed fp16), and calls.
+INTERESTING = ("HMMA", "IMMA", "HGMMA", "QGMMA", "IGMMA", "F2FP", "F2F", "I2F", "F2I", "FADD", "FFMA", "FMUL", "HADD2",
+               "HFMA2", "HMUL2",
                "DADD", "DMUL", "CALL", "WARPGROUP")
 
 function_line = re.compile(r"^\s*Function : (\S+)")
