@@ -37,14 +37,14 @@ struct Row {
 struct TileResult {
   std::optional<bool> exact;
   mma::TileVerdict verdict;
+  bool modeled = false;
   bool failed() const {
-    return (exact && !*exact) || verdict.outcome == mma::TileVerdict::Outcome::mismatched ||
-           (verdict.outcome == mma::TileVerdict::Outcome::rejected && !verdict.unknown_instruction);
+    return (exact && !*exact) || (modeled && verdict.outcome != mma::TileVerdict::Outcome::passed);
   }
 };
 
 std::string describe(std::uint64_t index, const TileResult& r) {
-  if (r.verdict.outcome == mma::TileVerdict::Outcome::rejected && !r.verdict.unknown_instruction)
+  if (r.modeled && r.verdict.outcome == mma::TileVerdict::Outcome::rejected)
     return fmt::format("tile {}: rejected: {}", index, r.verdict.error);
   std::string text = fmt::format("tile {}: {} of {} outputs differ (row, col: gpu / emulator)", index,
                                  r.verdict.mismatches.size(), r.verdict.outputs);
@@ -75,6 +75,12 @@ Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& g
   std::optional<mma::LineWriter> sample, failures;
   const std::string file_name = row.instruction + ".jsonl.gz";
   if (!args.output_dir.empty()) sample.emplace(args.output_dir + "/sample/" + file_name);
+  bool modeled = true;  // looked up once: an unmodeled instruction is recorded and exact-checked only
+  try {
+    row.model = std::string(mma::to_string(mma::find_instruction(gpu.arch, s.instruction).source.status));
+  } catch (const mma::UnknownInstruction&) {
+    modeled = false;
+  }
   std::vector<mma::Tile> tiles;
   std::vector<TileResult> results;
   for (std::uint64_t first = 0; first < args.tiles; first += batch) {
@@ -89,16 +95,14 @@ Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& g
     probe.run(tiles);
     parallel_for(count, [&](std::size_t i, unsigned) {
       results[i].exact = mma::exact_check(s, tiles[i]);
-      results[i].verdict = mma::verify_tile(tiles[i]);
+      results[i].modeled = modeled;
+      if (modeled) results[i].verdict = mma::verify_tile(tiles[i]);
     });
     for (std::size_t i = 0; i < count; ++i) {
       const TileResult& r = results[i];
       row.exact_checked += r.exact.has_value();
       row.exact_failed += r.exact && !*r.exact;
-      if (r.verdict.instruction)
-        row.model = std::string(mma::to_string(r.verdict.instruction->source.status));
-      if (r.verdict.outcome == mma::TileVerdict::Outcome::passed) ++row.passed;
-      if (r.verdict.outcome == mma::TileVerdict::Outcome::mismatched) ++row.failed;
+      if (r.modeled) ++(r.verdict.outcome == mma::TileVerdict::Outcome::passed ? row.passed : row.failed);
       if (sample && first + i < sample_tiles) sample->write(mma::to_json_line(tiles[i]));
       if (!r.failed()) continue;
       if (row.first_failures.size() < 5) row.first_failures.push_back(describe(first + i, r));
