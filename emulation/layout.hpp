@@ -21,6 +21,7 @@ namespace lowbit::layout {
 struct Offset {
   int row = 0;
   int col = 0;
+  friend constexpr bool operator==(const Offset&, const Offset&) = default;
 };
 
 struct Fragment {
@@ -29,6 +30,8 @@ struct Fragment {
   int value_count = 0;      // elements per thread
   std::array<Offset, 7> thread_basis{};  // offset added by bit b of the thread index
   std::array<Offset, 8> value_basis{};   // offset added by bit b of the value index
+
+  friend constexpr bool operator==(const Fragment&, const Fragment&) = default;
 
   LOWBIT_HD constexpr int threads() const { return 1 << thread_bits; }
   LOWBIT_HD constexpr Offset operator()(int thread, int value) const {

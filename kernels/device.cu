@@ -1,5 +1,7 @@
 #include "kernels/device.hpp"
 
+#include <fstream>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -8,6 +10,15 @@
 namespace lowbit::kernels {
 namespace {
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+// The kernel module's version ("580.159.04") from Linux's /proc, or empty elsewhere.
+std::string kernel_module_version() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  std::getline(in, line);
+  std::smatch m;
+  return std::regex_search(line, m, std::regex(R"(\s(\d+\.\d+(\.\d+)?)\s)")) ? m[1].str() : "";
+}
 }  // namespace
 
 void check_cuda(int status, const char* what) {
@@ -30,7 +41,8 @@ std::optional<GpuInfo> first_gpu() {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  info.driver = version_text(driver);
+  const std::string module = kernel_module_version();
+  info.driver = (module.empty() ? "" : module + ", ") + "CUDA " + version_text(driver);
   info.runtime = version_text(runtime);
   return info;
 }

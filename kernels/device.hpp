@@ -9,7 +9,7 @@ namespace lowbit::kernels {
 struct GpuInfo {
   std::string name;          // as the driver reports it, e.g. "NVIDIA H200"
   std::string arch;          // "sm_90"
-  std::string driver;        // driver API version, e.g. "13.0"
+  std::string driver;        // kernel module and driver API versions, e.g. "580.159.04, CUDA 13.0"
   std::string runtime;       // CUDA runtime version the program was built with
   int multiprocessors = 0;
 };

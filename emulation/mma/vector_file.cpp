@@ -2,7 +2,9 @@
 
 #include <zlib.h>
 
+#include <filesystem>
 #include <memory>
+#include <stdexcept>
 
 namespace lowbit::mma {
 
@@ -31,6 +33,31 @@ std::optional<std::string> for_each_line(const std::string& path,
   }
   if (!text.empty()) line(++number, text);
   return std::nullopt;
+}
+
+LineWriter::LineWriter(const std::string& path) : path_(path) {
+  const std::filesystem::path p(path);
+  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+  file_ = gzopen(path.c_str(), path.ends_with(".gz") ? "wb6" : "wbT");
+  if (!file_) throw std::runtime_error("cannot open '" + path + "' for writing");
+}
+
+LineWriter::~LineWriter() {
+  if (file_) gzclose(static_cast<gzFile>(file_));
+}
+
+void LineWriter::write(std::string_view line) {
+  const auto file = static_cast<gzFile>(file_);
+  if (!file) throw std::runtime_error("'" + path_ + "' is already closed");
+  if ((!line.empty() && gzwrite(file, line.data(), unsigned(line.size())) != int(line.size())) || gzputc(file, '\n') != '\n')
+    throw std::runtime_error("cannot write to '" + path_ + "'");
+}
+
+void LineWriter::close() {
+  if (!file_) return;
+  const int status = gzclose(static_cast<gzFile>(file_));
+  file_ = nullptr;
+  if (status != Z_OK) throw std::runtime_error("cannot finish writing '" + path_ + "'");
 }
 
 }  // namespace lowbit::mma

@@ -1,6 +1,10 @@
 #include "emulation/mma/vectors.hpp"
 
+#include "emulation/convert.hpp"
+
+#include <bit>
 #include <charconv>
+#include <cmath>
 #include <stdexcept>
 
 namespace lowbit::mma {
@@ -93,6 +97,29 @@ ParsedTile parse_tile_line(std::string_view line) {
         key != "a" && key != "b" && key != "c" && key != "d")
       t.extra[key] = value;
   return {std::move(t), ""};
+}
+
+// Accumulators narrower than 32 bits are IEEE formats whose values all lie in binary32.
+std::uint32_t accumulator_word(const Format& f, Code code) {
+  if (f.code_bits() == 32) return code;
+  const std::uint32_t sign = (code & f.sign_mask()) ? 0x80000000u : 0u;
+  if (f.is_nan_code(code)) return sign | 0x7f800000u | ((code & f.mantissa_mask()) << (23 - f.mantissa_bits));
+  return std::bit_cast<std::uint32_t>(float(decode(f, code)));
+}
+
+std::optional<Code> accumulator_code(const Format& f, std::uint32_t word) {
+  if (f.code_bits() == 32) return word;
+  const float value = std::bit_cast<float>(word);
+  const int dropped = 23 - f.mantissa_bits;
+  Code code;
+  if (std::isnan(value)) {
+    if (!f.has_nan() || (word & ((1u << dropped) - 1))) return std::nullopt;
+    code = ((word >> 31) ? f.sign_mask() : 0) | f.top_non_nan_magnitude() | ((word & 0x7fffffu) >> dropped);
+  } else {
+    code = encode(f, value, {Rounding::nearest_even, f.has_inf() ? Overflow::inf : Overflow::saturate});
+  }
+  if (accumulator_word(f, code) != word) return std::nullopt;
+  return code;
 }
 
 }  // namespace lowbit::mma

@@ -38,4 +38,12 @@ struct ParsedTile {
 // Element widths are read off the field lengths (len(a) / (m*k) hex digits per code).
 ParsedTile parse_tile_line(std::string_view line);
 
+// How C and D are recorded: fp32 and s32 as their own 32-bit patterns; fp16 as the binary32
+// pattern of the value widened exactly (NaN payloads kept), so a reader that ignores c_type
+// still reads the right values.
+std::uint32_t accumulator_word(const Format& accumulator, Code code);
+// The accumulator code a recorded word stands for; nothing when the word holds no value of the
+// format exactly.
+std::optional<Code> accumulator_code(const Format& accumulator, std::uint32_t word);
+
 }  // namespace lowbit::mma

@@ -56,13 +56,21 @@ TileVerdict verify_tile(const Tile& tile) {
     if (auto e = read_scales(tile, "scale_a", std::size_t(at.m) * columns, scale_a)) return v.error = *e, v;
     if (auto e = read_scales(tile, "scale_b", columns * std::size_t(at.n), scale_b)) return v.error = *e, v;
   }
-  const TileInputs in{tile.a, tile.b, tile.c, scale_a, scale_b};
+  // Files hold fp16 accumulators widened to binary32 (accumulator_word); the model takes codes.
+  std::vector<std::uint32_t> c(tile.c);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const auto code = accumulator_code(at.c, c[i]);
+    if (!code) return v.error = fmt::format("C word {} (0x{:08x}) is not a value of {}", i, c[i], format_name(at.c)), v;
+    c[i] = *code;
+  }
+  const TileInputs in{tile.a, tile.b, c, scale_a, scale_b};
   if (auto why = check_inputs(at, in)) return v.error = *why, v;
   if (tile.d.size() != tile.c.size()) return v.error = "D and C differ in size", v;
   const auto d = execute(*v.instruction, in);
   v.outputs = d.size();
   for (std::size_t i = 0; i < d.size(); ++i)
-    if (d[i] != tile.d[i]) v.mismatches.push_back({int(i) / at.n, int(i) % at.n, tile.d[i], d[i]});
+    if (const std::uint32_t emulated = accumulator_word(at.d, d[i]); emulated != tile.d[i])
+      v.mismatches.push_back({int(i) / at.n, int(i) % at.n, tile.d[i], emulated});
   v.outcome = v.mismatches.empty() ? TileVerdict::Outcome::passed : TileVerdict::Outcome::mismatched;
   return v;
 }

@@ -10,5 +10,9 @@ void add_format_commands(CLI::App& app, int& exit_code);   // formats, format
 void add_convert_command(CLI::App& app, int& exit_code);   // convert
 void add_tour_command(CLI::App& app, int& exit_code);      // tour
 void add_verify_vectors_command(CLI::App& app, int& exit_code);  // verify-vectors
+#if defined(LOWBIT_HAVE_KERNELS)
+void add_verify_cvt_command(CLI::App& app, int& exit_code);  // verify-cvt (GPU)
+void add_verify_gpu_command(CLI::App& app, int& exit_code);  // verify-gpu (GPU)
+#endif
 
 }  // namespace lowbit::cli

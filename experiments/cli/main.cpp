@@ -11,6 +11,10 @@ int main(int argc, char** argv) {
   lowbit::cli::add_convert_command(app, exit_code);
   lowbit::cli::add_tour_command(app, exit_code);
   lowbit::cli::add_verify_vectors_command(app, exit_code);
+#if defined(LOWBIT_HAVE_KERNELS)
+  lowbit::cli::add_verify_cvt_command(app, exit_code);
+  lowbit::cli::add_verify_gpu_command(app, exit_code);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

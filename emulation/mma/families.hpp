@@ -1,0 +1,57 @@
+// Input tiles for probing MMA instructions: test families, each tile reproducible from
+// (seed, instruction, index) alone, so any recorded tile can be regenerated and any batch
+// split changes nothing.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "emulation/format.hpp"
+#include "emulation/mma/instruction.hpp"  // s32
+#include "emulation/mma/vectors.hpp"
+
+namespace lowbit::mma {
+
+// What an instruction multiplies: D (m x n) = A (m x k) * B (k x n) + C.
+struct TileSpec {
+  std::string_view instruction;  // full PTX name
+  int m = 0, n = 0, k = 0;
+  Format a, b;  // operand element formats
+  Format c;     // accumulator: fp32, fp16 or s32 (C and D)
+};
+
+// Families cycle with the tile index (index mod kFamilyCount). The first six are the
+// families of ../shared/spec/mma-vectors.md in its order (t mod 6 there).
+enum class Family : std::uint8_t {
+  random,        // random finite codes over all exponents (subnormals, zeros too), random C
+  zero_ab,       // A and B zeros of either sign, random C
+  narrow_band,   // codes with exponents in [0, 1] (integers in [-3, 3]), C = 0
+  dominant,      // one dominant A element per row, small others, random C
+  random_c0,     // random finite codes, C = 0
+  exact,         // values 0, +-0.5, +-1, +-2 (integers 0, +-1, +-2), C = 0: every model agrees
+  specials,      // NaN / Inf / max finite / zeros sprinkled into A, B and C; integers: extreme
+                 // codes with C near the s32 limits (overflow)
+  cancellation,  // products cancel in pairs (exact sum 0) with C = +-0; half the tiles get one
+                 // perturbed A element
+  wide_band,     // codes with exponents in [-8, 8], C with exponents in [-8, 16]
+};
+inline constexpr int kFamilyCount = 9;
+
+Family family_of(std::uint64_t index);
+std::string_view to_string(Family f);
+
+// Tile `index` of the stream `seed` for spec: arch/device empty, a, b, c filled, d empty.
+// extra holds "family", "seed", "index", and "c_type"/"d_type" ("f16", "s32") when the
+// accumulator is not fp32 (C and D words as accumulator_word() in vectors.hpp stores them).
+Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t index);
+
+// Where the arithmetic is exact, every model agrees: integer instructions (the exact sum,
+// wrapped to 32 bits, or saturated when the name has ".satfinite") and the `exact` family of
+// floating ones (sums of multiples of 1/4 below 2^8). Says whether d holds that result
+// (floating results compared as values: the sign of an exact zero sum is the models'
+// business); nothing for other tiles. A check of layouts and recording that needs no model.
+std::optional<bool> exact_check(const TileSpec& spec, const Tile& tile);
+
+}  // namespace lowbit::mma

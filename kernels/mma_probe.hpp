@@ -1,0 +1,33 @@
+// Probe kernels: run one tensor-core instruction per tile on batches of recorded-format tiles.
+// Host code only; no CUDA headers needed by callers.
+#pragma once
+
+#include <optional>
+#include <span>
+
+#include "emulation/layout.hpp"
+
+#include "emulation/mma/families.hpp"
+#include "emulation/mma/vectors.hpp"
+
+namespace lowbit::kernels {
+
+struct MmaProbe {
+  mma::TileSpec spec;  // instruction name, shape, operand and accumulator formats
+  bool warpgroup;      // wgmma (A and B from shared memory) rather than mma.sync (registers)
+  // The register fragments the kernel loads and stores through (wgmma: A and B come from
+  // shared memory); tests compare them with the emulator's atom for the same instruction.
+  std::optional<layout::Fragment> a_fragment, b_fragment;
+  layout::Fragment c_fragment;
+  void (*run)(std::span<mma::Tile> tiles);  // fills each tile's d from its a, b, c
+};
+
+// Every instruction the probes can execute on sm_90a: mma.sync first, then wgmma.
+std::span<const MmaProbe> mma_probes();
+
+namespace detail {
+std::span<const MmaProbe> mma_sync_probes();
+std::span<const MmaProbe> wgmma_probes();
+}  // namespace detail
+
+}  // namespace lowbit::kernels

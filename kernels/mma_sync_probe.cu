@@ -1,0 +1,96 @@
+// mma.sync probes: one warp per tile. Each lane loads its A, B and C fragment elements through
+// the layout maps, packs them into registers (low half first), runs the instruction, and stores
+// D through the C map.
+#include <array>
+
+#include "kernels/mma_probe.hpp"
+#include "kernels/probe_io.cuh"
+
+namespace lowbit::kernels {
+namespace {
+
+// The mma.sync shapes probed here take A in 4 registers, B in 2, and C/D in 4 (f32, s32) or
+// 2 (f16x2) registers.
+#define LOWBIT_MMA_SYNC_ATOM(NAME, PTX, M, N, K, FORMAT_A, FORMAT_B, FORMAT_C, FRAGMENT_A, FRAGMENT_B)              \
+  struct NAME {                                                                                                    \
+    static constexpr mma::TileSpec spec{PTX, M, N, K, FORMAT_A, FORMAT_B, FORMAT_C};                               \
+    static constexpr layout::Fragment a_fragment = FRAGMENT_A, b_fragment = FRAGMENT_B;                            \
+    template <int R>                                                                                               \
+    __device__ static void mma(std::uint32_t (&d)[R], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2],     \
+                               const std::uint32_t (&c)[R]) {                                                      \
+      if constexpr (R == 4)                                                                                        \
+        asm volatile(PTX " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"                    \
+                     : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])                                              \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]),     \
+                       "r"(c[2]), "r"(c[3]));                                                                      \
+      else                                                                                                         \
+        asm volatile(PTX " {%0, %1}, {%2, %3, %4, %5}, {%6, %7}, {%8, %9};"                                        \
+                     : "=r"(d[0]), "=r"(d[1])                                                                      \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "r"(c[0]), "r"(c[1]));    \
+    }                                                                                                              \
+  };
+
+using namespace lowbit::formats;
+using layout::mma_m16n8k16_a16, layout::mma_m16n8k16_b16, layout::mma_m16n8k32_a8, layout::mma_m16n8k32_b8,
+    layout::mma_m16n8k64_a4, layout::mma_m16n8k64_b4;
+
+#define K16(NAME, TYPES, A, B, C) \
+  LOWBIT_MMA_SYNC_ATOM(NAME, "mma.sync.aligned.m16n8k16.row.col." TYPES, 16, 8, 16, A, B, C, mma_m16n8k16_a16, mma_m16n8k16_b16)
+#define K32(NAME, TYPES, A, B, C) \
+  LOWBIT_MMA_SYNC_ATOM(NAME, "mma.sync.aligned.m16n8k32.row.col." TYPES, 16, 8, 32, A, B, C, mma_m16n8k32_a8, mma_m16n8k32_b8)
+#define K64(NAME, TYPES, A, B, C) \
+  LOWBIT_MMA_SYNC_ATOM(NAME, "mma.sync.aligned.m16n8k64.row.col." TYPES, 16, 8, 64, A, B, C, mma_m16n8k64_a4, mma_m16n8k64_b4)
+
+K16(F32F16, "f32.f16.f16.f32", fp16, fp16, fp32)
+K16(F32Bf16, "f32.bf16.bf16.f32", bf16, bf16, fp32)
+K16(F16F16, "f16.f16.f16.f16", fp16, fp16, fp16)
+K32(F32E4m3E4m3, "f32.e4m3.e4m3.f32", e4m3, e4m3, fp32)
+K32(F32E4m3E5m2, "f32.e4m3.e5m2.f32", e4m3, e5m2, fp32)
+K32(F32E5m2E4m3, "f32.e5m2.e4m3.f32", e5m2, e4m3, fp32)
+K32(F32E5m2E5m2, "f32.e5m2.e5m2.f32", e5m2, e5m2, fp32)
+K32(F16E4m3E4m3, "f16.e4m3.e4m3.f16", e4m3, e4m3, fp16)
+K32(S32S8, "s32.s8.s8.s32", int8, int8, mma::s32)
+K32(S32S8Satfinite, "satfinite.s32.s8.s8.s32", int8, int8, mma::s32)
+K64(S32S4, "s32.s4.s4.s32", int4, int4, mma::s32)
+K64(S32S4Satfinite, "satfinite.s32.s4.s4.s32", int4, int4, mma::s32)
+
+constexpr int kWarpsPerBlock = 4;
+
+template <class Atom>
+__global__ void mma_sync_probe(DeviceTiles tiles) {
+  constexpr mma::TileSpec s = Atom::spec;
+  constexpr layout::Fragment fc = layout::mma_m16n8_c;
+  constexpr int c_bits = s.c.code_bits(), c_registers = fc.value_count * c_bits / 32;
+  const int tile = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (tile >= tiles.count) return;  // whole warps leave together
+  std::uint32_t a[4], b[2], c[c_registers], d[c_registers];
+  load_fragment<Atom::a_fragment, s.k, s.a.code_bits()>(tiles.a + tile * s.m * s.k, lane, a);
+  load_fragment<Atom::b_fragment, s.n, s.b.code_bits()>(tiles.b + tile * s.k * s.n, lane, b);
+  load_fragment<fc, s.n, c_bits>(tiles.c + tile * s.m * s.n, lane, c);
+  Atom::mma(d, a, b, c);
+  store_fragment<fc, s.n, c_bits>(d, lane, tiles.d + tile * s.m * s.n);
+}
+
+template <class Atom>
+void launch(const DeviceTiles& tiles) {
+  mma_sync_probe<Atom><<<(tiles.count + kWarpsPerBlock - 1) / kWarpsPerBlock, 32 * kWarpsPerBlock>>>(tiles);
+}
+
+template <class Atom>
+void run(std::span<mma::Tile> tiles) {
+  run_on_device(Atom::spec, tiles, launch<Atom>);
+}
+
+template <class... Atoms>
+constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
+  return {MmaProbe{Atoms::spec, false, Atoms::a_fragment, Atoms::b_fragment, layout::mma_m16n8_c, run<Atoms>}...};
+}
+
+constexpr auto kProbes = probes<F32F16, F32Bf16, F16F16, F32E4m3E4m3, F32E4m3E5m2, F32E5m2E4m3, F32E5m2E5m2,
+                                F16E4m3E4m3, S32S8, S32S8Satfinite, S32S4, S32S4Satfinite>();
+
+}  // namespace
+
+std::span<const MmaProbe> detail::mma_sync_probes() { return kProbes; }
+
+}  // namespace lowbit::kernels

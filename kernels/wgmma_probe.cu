@@ -1,0 +1,160 @@
+// wgmma probes: one warpgroup (128 threads) per tile. A and B go to shared memory in the
+// canonical K-major layout without swizzle and reach the tensor cores through matrix
+// descriptors; C is loaded into the accumulator registers through the D fragment map, the
+// instruction runs with scale-d = 1 (D = A*B + C), and D is stored through the same map.
+#include <array>
+
+#include "kernels/mma_probe.hpp"
+#include "kernels/probe_io.cuh"
+
+namespace lowbit::kernels {
+namespace {
+
+// Shared-memory operands (PTX ISA, "Matrix Descriptor Format" and the canonical layouts of
+// wgmma). An operand of R rows (m for A, n for B) by K elements, K-major, is cut into core
+// matrices of 8 rows x 16 bytes, each row's 16 bytes contiguous, each core matrix 128
+// contiguous bytes:
+//   byte of (row, k) = (row % 8) * 16 + (row / 8) * SBO + (kb % 16) + (kb / 16) * LBO,  kb = k * bytes
+// LBO ("leading dimension byte offset") steps to the next core matrix along K, SBO ("stride")
+// to the next 8 rows. Here the core matrices of 8 rows sit side by side along K: LBO = 128,
+// SBO = 128 * (K * bytes / 16).
+constexpr int kLeadingByteOffset = 128;
+__host__ __device__ constexpr int stride_byte_offset(int k_bytes) { return k_bytes / 16 * 128; }
+
+__device__ int kmajor_offset(int row, int k_byte, int k_bytes) {
+  return row % 8 * 16 + row / 8 * stride_byte_offset(k_bytes) + k_byte % 16 + k_byte / 16 * kLeadingByteOffset;
+}
+
+// Descriptor bits: 0-13 start address >> 4, 16-29 LBO >> 4, 32-45 SBO >> 4, 49-51 base offset
+// (0), 62-63 swizzle mode (0: none).
+__device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  return std::uint64_t((address >> 4) & 0x3fff) | std::uint64_t(kLeadingByteOffset >> 4) << 16 |
+         std::uint64_t(stride_byte_offset(k_bytes) >> 4) << 32;
+}
+
+// Accumulator operand lists: R registers "%0".."%R-1", then the two descriptors and scale-d.
+#define LOWBIT_REGS_2 "%0, %1"
+#define LOWBIT_REGS_4 LOWBIT_REGS_2 ", %2, %3"
+#define LOWBIT_REGS_64 LOWBIT_REGS_4 \
+  ", %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18" \
+  ", %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33" \
+  ", %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48" \
+  ", %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LOWBIT_REGS_128 LOWBIT_REGS_64 \
+  ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" \
+  ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
+  ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" \
+  ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define LOWBIT_OPS_2(d, i) "+r"(d[i]), "+r"(d[i + 1])
+#define LOWBIT_OPS_4(d, i) LOWBIT_OPS_2(d, i), LOWBIT_OPS_2(d, i + 2)
+#define LOWBIT_OPS_8(d, i) LOWBIT_OPS_4(d, i), LOWBIT_OPS_4(d, i + 4)
+#define LOWBIT_OPS_16(d, i) LOWBIT_OPS_8(d, i), LOWBIT_OPS_8(d, i + 8)
+#define LOWBIT_OPS_32(d, i) LOWBIT_OPS_16(d, i), LOWBIT_OPS_16(d, i + 16)
+#define LOWBIT_OPS_64(d, i) LOWBIT_OPS_32(d, i), LOWBIT_OPS_32(d, i + 32)
+#define LOWBIT_OPS_128(d, i) LOWBIT_OPS_64(d, i), LOWBIT_OPS_64(d, i + 64)
+
+// One wgmma instruction with both operands from shared memory; R accumulator registers
+// (n/2 for f32 and s32, n/4 for f16x2); IMMEDIATES follow scale-d.
+#define LOWBIT_WGMMA_ATOM(NAME, SHAPE_TYPES, N, K, FORMAT_A, FORMAT_B, FORMAT_C, R, IMMEDIATES)                        \
+  struct NAME {                                                                                                       \
+    static constexpr mma::TileSpec spec{"wgmma.mma_async.sync.aligned." SHAPE_TYPES, 64, N, K, FORMAT_A, FORMAT_B,   \
+                                        FORMAT_C};                                                                    \
+    __device__ static void mma(std::uint32_t (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b) {                    \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" LOWBIT_SCALE_##R ", 0;\n"                                    \
+                   "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" LOWBIT_REGS_##R "}, " LOWBIT_DESCS_##R            \
+                   ", p" IMMEDIATES ";\n}\n"                                                                          \
+                   : LOWBIT_OPS_##R(d, 0)                                                                             \
+                   : "l"(desc_a), "l"(desc_b), "r"(1));                                                               \
+    }                                                                                                                 \
+  };
+#define LOWBIT_DESCS_2 "%2, %3"
+#define LOWBIT_DESCS_4 "%4, %5"
+#define LOWBIT_DESCS_64 "%64, %65"
+#define LOWBIT_DESCS_128 "%128, %129"
+#define LOWBIT_SCALE_2 "4"
+#define LOWBIT_SCALE_4 "6"
+#define LOWBIT_SCALE_64 "66"
+#define LOWBIT_SCALE_128 "130"
+
+// Immediates after scale-d: f16/bf16 take imm-scale-a, imm-scale-b (1: no negation) and
+// imm-trans-a, imm-trans-b (0: K-major); fp8 only the scales; integers none.
+#define LOWBIT_IMM_16BIT ", 1, 1, 0, 0"
+#define LOWBIT_IMM_FP8 ", 1, 1"
+#define LOWBIT_IMM_INT ""
+
+using namespace lowbit::formats;
+
+#define N8_AND_N256(NAME, K, TYPES, A, B, C, R8, R256, IMM)                                            \
+  LOWBIT_WGMMA_ATOM(NAME##N8, "m64n8k" #K "." TYPES, 8, K, A, B, C, R8, IMM)                          \
+  LOWBIT_WGMMA_ATOM(NAME##N256, "m64n256k" #K "." TYPES, 256, K, A, B, C, R256, IMM)
+
+N8_AND_N256(F32F16, 16, "f32.f16.f16", fp16, fp16, fp32, 4, 128, LOWBIT_IMM_16BIT)
+N8_AND_N256(F32Bf16, 16, "f32.bf16.bf16", bf16, bf16, fp32, 4, 128, LOWBIT_IMM_16BIT)
+N8_AND_N256(F16F16, 16, "f16.f16.f16", fp16, fp16, fp16, 2, 64, LOWBIT_IMM_16BIT)
+N8_AND_N256(F32E4m3E4m3, 32, "f32.e4m3.e4m3", e4m3, e4m3, fp32, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E4m3E5m2, 32, "f32.e4m3.e5m2", e4m3, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E5m2E4m3, 32, "f32.e5m2.e4m3", e5m2, e4m3, fp32, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E5m2E5m2, 32, "f32.e5m2.e5m2", e5m2, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F16E4m3E4m3, 32, "f16.e4m3.e4m3", e4m3, e4m3, fp16, 2, 64, LOWBIT_IMM_FP8)
+N8_AND_N256(S32S8, 32, "s32.s8.s8", int8, int8, mma::s32, 4, 128, LOWBIT_IMM_INT)
+N8_AND_N256(S32S8Satfinite, 32, "satfinite.s32.s8.s8", int8, int8, mma::s32, 4, 128, LOWBIT_IMM_INT)
+
+template <int Bytes>
+__device__ void store_code(std::uint8_t* smem, int offset, std::uint16_t code) {
+  if constexpr (Bytes == 1)
+    smem[offset] = std::uint8_t(code);
+  else
+    *reinterpret_cast<std::uint16_t*>(smem + offset) = code;
+}
+
+template <class Atom>
+__global__ void __launch_bounds__(128) wgmma_probe(DeviceTiles tiles) {
+  constexpr mma::TileSpec s = Atom::spec;
+  constexpr int bytes = s.a.code_bits() / 8, k_bytes = s.k * bytes;
+  constexpr layout::Fragment fd = layout::wgmma_m64_d(s.n);
+  constexpr int c_bits = s.c.code_bits(), c_registers = fd.value_count * c_bits / 32;
+  __shared__ alignas(128) std::uint8_t a_smem[s.m * k_bytes];
+  __shared__ alignas(128) std::uint8_t b_smem[s.n * k_bytes];
+  const int tile = blockIdx.x, thread = threadIdx.x;
+  const std::uint16_t* a = tiles.a + tile * s.m * s.k;
+  const std::uint16_t* b = tiles.b + tile * s.k * s.n;
+  for (int e = thread; e < s.m * s.k; e += 128) store_code<bytes>(a_smem, kmajor_offset(e / s.k, e % s.k * bytes, k_bytes), a[e]);
+  for (int e = thread; e < s.k * s.n; e += 128) store_code<bytes>(b_smem, kmajor_offset(e % s.n, e / s.n * bytes, k_bytes), b[e]);
+  // Ordinary stores become visible to the tensor cores' (async proxy) reads only after this fence.
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  std::uint32_t acc[c_registers];
+  load_fragment<fd, s.n, c_bits>(tiles.c + tile * s.m * s.n, thread, acc);
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  Atom::mma(acc, descriptor(a_smem, k_bytes), descriptor(b_smem, k_bytes));
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  store_fragment<fd, s.n, c_bits>(acc, thread, tiles.d + tile * s.m * s.n);
+}
+
+template <class Atom>
+void launch(const DeviceTiles& tiles) {
+  wgmma_probe<Atom><<<tiles.count, 128>>>(tiles);
+}
+
+template <class Atom>
+void run(std::span<mma::Tile> tiles) {
+  run_on_device(Atom::spec, tiles, launch<Atom>);
+}
+
+template <class... Atoms>
+constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
+  return {MmaProbe{Atoms::spec, true, std::nullopt, std::nullopt, layout::wgmma_m64_d(Atoms::spec.n), run<Atoms>}...};
+}
+
+constexpr auto kProbes =
+    probes<F32F16N8, F32Bf16N8, F16F16N8, F32E4m3E4m3N8, F32E4m3E5m2N8, F32E5m2E4m3N8, F32E5m2E5m2N8, F16E4m3E4m3N8,
+           S32S8N8, S32S8SatfiniteN8, F32F16N256, F32Bf16N256, F16F16N256, F32E4m3E4m3N256, F32E4m3E5m2N256,
+           F32E5m2E4m3N256, F32E5m2E5m2N256, F16E4m3E4m3N256, S32S8N256, S32S8SatfiniteN256>();
+
+}  // namespace
+
+std::span<const MmaProbe> detail::wgmma_probes() { return kProbes; }
+
+}  // namespace lowbit::kernels

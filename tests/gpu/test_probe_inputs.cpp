@@ -1,0 +1,178 @@
+// The GPU probes' inputs and recording, checked on the CPU: the test families have the
+// properties docs/gpu-probes.md claims, tiles are reproducible from (seed, index), f16
+// accumulator words round-trip, and the exact check tells right from wrong results.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <filesystem>
+
+#include "emulation/convert.hpp"
+#include "emulation/mma/families.hpp"
+#include "emulation/mma/vector_file.hpp"
+
+using namespace lowbit;
+using namespace lowbit::mma;
+
+namespace {
+
+const TileSpec kFp8{"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", 16, 8, 32, formats::e4m3, formats::e5m2,
+                    formats::fp32};
+const TileSpec kF16Acc{"wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16", 64, 8, 16, formats::fp16, formats::fp16,
+                       formats::fp16};
+const TileSpec kS4Sat{"mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32", 16, 8, 64, formats::int4,
+                      formats::int4, s32};
+
+double value(const Format& f, Code c) { return decode(f, c); }
+
+// D computed exactly in double (valid where exact_check applies), stored as accumulator words.
+void fill_exact_d(const TileSpec& s, Tile& t) {
+  t.d.resize(t.c.size());
+  for (int i = 0; i < s.m; ++i)
+    for (int j = 0; j < s.n; ++j) {
+      double sum = value(s.c, *accumulator_code(s.c, t.c[std::size_t(i) * s.n + j]));
+      for (int k = 0; k < s.k; ++k) sum += value(s.a, t.a[std::size_t(i) * s.k + k]) * value(s.b, t.b[std::size_t(k) * s.n + j]);
+      if (s.c.is_integer()) sum = std::clamp(sum, lowest_finite(s.c), max_finite(s.c));
+      t.d[std::size_t(i) * s.n + j] = accumulator_word(s.c, encode(s.c, sum));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("tiles are reproducible from seed and index, and differ otherwise", "[probes]") {
+  const Tile a = make_input_tile(kFp8, 7, 12), b = make_input_tile(kFp8, 7, 12);
+  CHECK(a.a == b.a);
+  CHECK(a.b == b.b);
+  CHECK(a.c == b.c);
+  CHECK(make_input_tile(kFp8, 8, 12).a != a.a);
+  CHECK(make_input_tile(kFp8, 7, 12 + kFamilyCount).a != a.a);
+  CHECK(a.extra["family"] == "dominant");  // 12 mod 9 = 3
+}
+
+TEST_CASE("each family has its property", "[probes]") {
+  for (std::uint64_t index = 0; index < 4 * kFamilyCount; ++index) {
+    const Tile t = make_input_tile(kFp8, 1, index);
+    REQUIRE(t.a.size() == 16u * 32);
+    REQUIRE(t.b.size() == 32u * 8);
+    const Family family = family_of(index);
+    CHECK(t.extra["family"] == std::string(to_string(family)));
+    const auto finite = [](const Format& f, Code c) { return !f.is_nan_code(c) && !f.is_inf_code(c); };
+    switch (family) {
+      case Family::zero_ab:
+        for (Code c : t.a) CHECK(value(formats::e4m3, c) == 0.0);
+        for (Code c : t.b) CHECK(value(formats::e5m2, c) == 0.0);
+        break;
+      case Family::random_c0:
+      case Family::narrow_band:
+      case Family::exact:
+        for (auto w : t.c) CHECK(w == 0u);
+        for (Code c : t.a) CHECK(finite(formats::e4m3, c));
+        break;
+      case Family::cancellation:
+        for (auto w : t.c) CHECK(std::bit_cast<float>(w) == 0.0f);
+        break;
+      default: break;
+    }
+  }
+  // Specials: across a few tiles, NaN and Inf appear in B (e5m2 has both) and NaN in A (e4m3).
+  bool a_nan = false, b_nan = false, b_inf = false, c_nan = false;
+  for (std::uint64_t index = 6; index < 60 * kFamilyCount; index += kFamilyCount) {
+    const Tile t = make_input_tile(kFp8, 1, index);
+    for (Code c : t.a) a_nan |= formats::e4m3.is_nan_code(c);
+    for (Code c : t.b) b_nan |= formats::e5m2.is_nan_code(c), b_inf |= formats::e5m2.is_inf_code(c);
+    for (auto w : t.c) c_nan |= std::isnan(std::bit_cast<float>(w));
+  }
+  CHECK(a_nan);
+  CHECK(b_nan);
+  CHECK(b_inf);
+  CHECK(c_nan);
+}
+
+TEST_CASE("cancellation tiles sum to zero unless perturbed", "[probes]") {
+  int zero_tiles = 0;
+  for (std::uint64_t index = 7; index < 40 * kFamilyCount; index += kFamilyCount) {
+    Tile t = make_input_tile(kS4Sat, 3, index);
+    fill_exact_d(kS4Sat, t);
+    const bool all_zero = std::all_of(t.d.begin(), t.d.end(), [](auto w) { return w == 0u; });
+    zero_tiles += all_zero;
+  }
+  CHECK(zero_tiles > 5);
+  CHECK(zero_tiles < 40);
+}
+
+TEST_CASE("f16 accumulator words round-trip every code", "[probes]") {
+  for (Code code = 0; code < 0x10000; ++code) {
+    const std::uint32_t word = accumulator_word(formats::fp16, code);
+    const float v = std::bit_cast<float>(word);
+    if (formats::fp16.is_nan_code(code)) {
+      CHECK(std::isnan(v));
+    } else {
+      CHECK(double(v) == decode(formats::fp16, code));
+      CHECK(std::signbit(v) == bool(code & 0x8000));
+    }
+    const auto back = accumulator_code(formats::fp16, word);
+    REQUIRE(back.has_value());
+    CHECK(*back == code);
+  }
+  CHECK_FALSE(accumulator_code(formats::fp16, std::bit_cast<std::uint32_t>(1.0f + 0x1p-20f)).has_value());
+  CHECK_FALSE(accumulator_code(formats::fp16, std::bit_cast<std::uint32_t>(0x1p20f)).has_value());
+  CHECK(accumulator_code(s32, 0xdeadbeef) == Code{0xdeadbeef});
+}
+
+TEST_CASE("exact_check accepts the exact result and rejects a changed bit", "[probes]") {
+  for (const TileSpec* spec : {&kFp8, &kF16Acc, &kS4Sat}) {
+    const std::uint64_t index = 5;  // the exact family
+    REQUIRE(family_of(index) == Family::exact);
+    Tile t = make_input_tile(*spec, 11, index);
+    fill_exact_d(*spec, t);
+    CHECK(exact_check(*spec, t) == std::optional<bool>(true));
+    t.d[3] ^= 1u << 13;  // one ulp of f16 in the widened word; 2^13 for the others
+    CHECK(exact_check(*spec, t) == std::optional<bool>(false));
+  }
+  Tile random = make_input_tile(kFp8, 11, 0);
+  random.d = random.c;
+  CHECK_FALSE(exact_check(kFp8, random).has_value());
+}
+
+TEST_CASE("exact_check wraps plain s32 and saturates .satfinite", "[probes]") {
+  const TileSpec plain{"mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", 16, 8, 64, formats::int4, formats::int4, s32};
+  const std::uint64_t index = 6;  // specials: extreme codes, C near the s32 limits
+  REQUIRE(family_of(index) == Family::specials);
+  bool overflowed = false;
+  Tile sat = make_input_tile(kS4Sat, 2, index), wrap = make_input_tile(plain, 2, index);
+  fill_exact_d(kS4Sat, sat);
+  CHECK(exact_check(kS4Sat, sat) == std::optional<bool>(true));
+  wrap.d = sat.d;  // saturated values are wrong for the plain instruction wherever it overflowed
+  for (std::size_t i = 0; i < sat.d.size(); ++i)
+    overflowed |= sat.d[i] == 0x7fffffffu || sat.d[i] == 0x80000000u;
+  REQUIRE(overflowed);
+  CHECK(exact_check(plain, wrap) == std::optional<bool>(false));
+}
+
+TEST_CASE("tiles survive a gzip JSON Lines round trip", "[probes]") {
+  const auto path = (std::filesystem::temp_directory_path() / "lowbit-test-tiles.jsonl.gz").string();
+  std::vector<Tile> tiles;
+  for (std::uint64_t i = 0; i < 2 * kFamilyCount; ++i) {
+    tiles.push_back(make_input_tile(kF16Acc, 5, i));
+    tiles.back().d = tiles.back().c;
+  }
+  {
+    LineWriter out(path);
+    for (const auto& t : tiles) out.write(to_json_line(t));
+    out.close();
+  }
+  std::size_t count = 0;
+  const auto error = for_each_line(path, [&](std::size_t number, std::string_view line) {
+    REQUIRE(number <= tiles.size());
+    const Tile& t = tiles[number - 1];
+    const auto parsed = parse_tile_line(line);
+    REQUIRE(parsed.tile.has_value());
+    CHECK(parsed.tile->a == t.a);
+    CHECK(parsed.tile->c == t.c);
+    CHECK(parsed.tile->extra["c_type"] == "f16");
+    ++count;
+  });
+  CHECK_FALSE(error.has_value());
+  CHECK(count == tiles.size());
+  std::filesystem::remove(path);
+}
