@@ -125,7 +125,7 @@ TEST_CASE("the recorded tiles reject every neighbouring model", "[mma][vectors]"
 
 TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma][vectors]") {
   // Lines written here with the emulator's own D: this checks the line handling (scale fields,
-  // 16-bit accumulators in 8-digit fields), not the arithmetic.
+  // fp16 accumulators widened to binary32 words), not the arithmetic.
   std::mt19937_64 rng(3);
   const auto make = [&](const char* arch, const char* name) {
     const Instruction in = find_instruction(arch, name);
@@ -138,7 +138,8 @@ TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma
     t.a_digits = at.a.storage_bits / 4, t.b_digits = at.b.storage_bits / 4;
     for (int i = 0; i < at.m * at.k; ++i) t.a.push_back(Code(rng()) & at.a.code_count_minus_one());
     for (int i = 0; i < at.k * at.n; ++i) t.b.push_back(Code(rng()) & at.b.code_count_minus_one());
-    for (int i = 0; i < at.m * at.n; ++i) t.c.push_back(std::uint32_t(rng()) & at.c.code_count_minus_one());
+    std::vector<std::uint32_t> c;
+    for (int i = 0; i < at.m * at.n; ++i) c.push_back(std::uint32_t(rng()) & at.c.code_count_minus_one());
     std::vector<Code> sa, sb;
     if (at.scale) {
       for (int i = 0; i < at.m * at.scale_columns(); ++i) sa.push_back(Code(120 + rng() % 16));
@@ -151,7 +152,9 @@ TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma
       t.extra["scale_a"] = hex(sa);
       t.extra["scale_b"] = hex(sb);
     }
-    t.d = execute(in, {t.a, t.b, t.c, sa, sb});
+    // Files hold accumulators as binary32 words, fp16 ones widened (vectors.hpp).
+    for (std::uint32_t code : c) t.c.push_back(accumulator_word(at.c, code));
+    for (std::uint32_t code : execute(in, {t.a, t.b, c, sa, sb})) t.d.push_back(accumulator_word(at.d, code));
     return t;
   };
   const Tile scaled = make("sm_120", "mma.sync.aligned.m16n8k32.row.col.kind::mxf8f6f4.block_scale.scale_vec::1X.f32.e2m3.e4m3.f32.ue8m0");
@@ -168,6 +171,6 @@ TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma
   short_scale.extra["scale_a"] = "7f";
   CHECK_THAT(verify_tile(short_scale).error, Catch::Contains("field 'scale_a' has 2 hex digits, expected 32"));
   Tile wide_c = half;
-  wide_c.c[3] = 0x1'0000;
-  CHECK_THAT(verify_tile(wide_c).error, Catch::Contains("C element 3 is 0x10000"));
+  wide_c.c[3] = 0b0'01111111'00000000000000000000001;  // 1 + 2^-23: a binary32 word no fp16 widens to
+  CHECK_THAT(verify_tile(wide_c).error, Catch::Contains("C word 3 (0x3f800001) is not a value of fp16"));
 }
