@@ -33,4 +33,8 @@ std::vector<std::uint32_t> execute(const Instruction& instruction, const TileInp
 // The canonical NaN the tensor cores write (published by MMA-Sim; fp32: 0x7fffffff, fp16: 0x7fff).
 std::uint32_t canonical_nan_bits(const Format& accumulator);
 
+// x + y in an fp32 or fp16 accumulator (bit patterns as TileInputs::c), rounded to nearest even,
+// overflowing to Inf, NaN canonical: FADD and HADD2 as the software FP8 paths use them.
+std::uint32_t accumulator_add(const Format& accumulator, std::uint32_t x, std::uint32_t y);
+
 }  // namespace lowbit::mma

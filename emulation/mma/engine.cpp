@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <tuple>
 #include <type_traits>
 
 #include <fmt/format.h>
@@ -25,7 +26,8 @@ constexpr int kMaxChunk = 64;
 // model's zero-term exponent (the kernel gives zero products e_zero itself where it matters).
 constexpr int kZeroCodeExponent = -(1 << 20);
 
-Decoded decode_one(const Format& f, Code code) {
+// A code of f, as the arithmetic sees it in format `as` (f itself, or the format it unpacks to).
+Decoded decode_one(const Format& f, const Format& as, Code code) {
   Decoded d;
   if (f.is_nan_code(code)) {
     d.special = Special::nan;
@@ -44,8 +46,12 @@ Decoded decode_one(const Format& f, Code code) {
   }
   d.exponent = kZeroCodeExponent;
   if (magnitude == 0) return d;
-  d.exponent = std::max(std::ilogb(magnitude), f.min_exponent());
-  d.magnitude = std::int32_t(std::ldexp(magnitude, f.mantissa_bits - d.exponent));  // exact: an integer < 2^(m+1)
+  d.exponent = std::max(std::ilogb(magnitude), as.min_exponent());
+  const double significand = std::ldexp(magnitude, as.mantissa_bits - d.exponent);
+  if (significand != std::floor(significand) || magnitude > max_finite(as))
+    throw std::invalid_argument(fmt::format("{} code 0x{:x} ({}) is not a value of {}, which it unpacks to",
+                                            format_name(f), code, value, format_name(as)));
+  d.magnitude = std::int32_t(significand);  // an integer < 2^(m+1)
   return d;
 }
 
@@ -170,22 +176,18 @@ ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
 
 }  // namespace
 
-const std::vector<Decoded>& decode_table(const Format& f) {
+const std::vector<Decoded>& decode_table(const Format& f, const std::optional<Format>& unpack_to) {
   static std::mutex mutex;
-  static std::vector<std::pair<Format, std::unique_ptr<std::vector<Decoded>>>> cache;
+  static std::vector<std::tuple<Format, Format, std::unique_ptr<std::vector<Decoded>>>> cache;
+  const Format& as = unpack_to ? *unpack_to : f;
   const std::lock_guard<std::mutex> lock(mutex);
-  for (const auto& [format, table] : cache)
-    if (format == f) return *table;
+  for (const auto& [format, format_as, table] : cache)
+    if (format == f && format_as == as) return *table;
   if (f.code_bits() > 16) throw std::invalid_argument("decode_table: " + format_name(f) + " is wider than 16 bits");
   auto table = std::make_unique<std::vector<Decoded>>(std::size_t(f.code_count_minus_one()) + 1);
-  for (Code c = 0; c < table->size(); ++c) (*table)[c] = decode_one(f, c);
-  cache.emplace_back(f, std::move(table));
-  return *cache.back().second;
-}
-
-std::uint32_t fp32_add(std::uint32_t x, std::uint32_t y) {
-  const float sum = std::bit_cast<float>(x) + std::bit_cast<float>(y);
-  return std::isnan(sum) ? 0x7fff'ffffu : std::bit_cast<std::uint32_t>(sum);
+  for (Code c = 0; c < table->size(); ++c) (*table)[c] = decode_one(f, as, c);
+  cache.emplace_back(f, as, std::move(table));
+  return *std::get<2>(cache.back());
 }
 
 // The accumulator between chunks, decoded like an element.
@@ -199,8 +201,8 @@ struct Engine::Acc {
 Engine::Engine(const Instruction& instruction)
     : instruction_(instruction),
       p_(instruction.model.fused),
-      table_a_(&decode_table(instruction.atom.a)),
-      table_b_(&decode_table(instruction.atom.b)) {
+      table_a_(&decode_table(instruction.atom.a, p_.unpack_to)),
+      table_b_(&decode_table(instruction.atom.b, p_.unpack_to)) {
   const Atom& at = instruction_.atom;
   order_.resize(std::size_t(at.k));
   if (instruction_.model.arithmetic == Arithmetic::integer) {
@@ -230,7 +232,9 @@ Engine::Engine(const Instruction& instruction)
   const auto widest = [](const Format& f) {
     return std::int64_t(std::ldexp(max_finite(f), f.mantissa_bits - f.min_exponent()));
   };
-  int product_fraction = at.a.mantissa_bits + at.b.mantissa_bits;
+  const Format& a_as = p_.arithmetic_format(at.a);
+  const Format& b_as = p_.arithmetic_format(at.b);
+  int product_fraction = a_as.mantissa_bits + b_as.mantissa_bits;
   std::int64_t widest_term = 0;  // before the shift
   if (p_.scale_mode == ScaleMode::per_group) {
     const int fs = at.scale->mantissa_bits;
@@ -238,9 +242,9 @@ Engine::Engine(const Instruction& instruction)
     const std::int64_t scale_max = std::int64_t(1) << (fs + 1);
     widest_term = p_.group * widest(at.a) * widest(at.b) * scale_max * scale_max;
   } else {
-    widest_term = largest_magnitude(at.a) * largest_magnitude(at.b);
+    widest_term = largest_magnitude(a_as) * largest_magnitude(b_as);
   }
-  acc_format_ = p_.c_entry == CEntry::fp32_add_after ? formats::fp32 : at.c;
+  acc_format_ = at.c;
   product_shift_ = p_.fraction_bits - product_fraction;
   acc_shift_ = p_.fraction_bits - acc_format_.mantissa_bits;
   // The exact final rounding goes through a double: every chunk sum must stay below 2^53.
@@ -255,7 +259,7 @@ Engine::Engine(const Instruction& instruction)
   // starts the max, and a zero product's ea + eb (zero codes decode with kZeroCodeExponent) stays
   // below it. Otherwise (bf16, scaled products) the kernel blends.
   const bool narrow = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) < 0x1p31;
-  const bool blend = p_.scale_mode != ScaleMode::none || at.a.min_exponent() + at.b.min_exponent() <= p_.zero_exponent ||
+  const bool blend = p_.scale_mode != ScaleMode::none || a_as.min_exponent() + b_as.min_exponent() <= p_.zero_exponent ||
                      acc_format_.min_exponent() <= p_.zero_exponent;
   product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
 }
@@ -263,8 +267,7 @@ Engine::Engine(const Instruction& instruction)
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
                        std::span<const std::uint32_t> scales, bool as_b) const {
   const Atom& at = instruction_.atom;
-  const Format& f = as_b ? at.b : at.a;
-  const auto& table = decode_table(f);
+  const auto& table = as_b ? *table_b_ : *table_a_;
   const Eigen::Index steps = depth / at.k;
   const Eigen::Index blocks = at.scale_block ? K / at.scale_block : 0;
   const auto element = [&](Eigen::Index line, Eigen::Index k) { return as_b ? codes[k * lines + line] : codes[line * K + k]; };
@@ -354,7 +357,8 @@ void Engine::run(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Inde
     for (Eigen::Index s = first; s < std::min<Eigen::Index>(steps, first + loop.mmas_per_flush); ++s)
       step(a, i, b, j0, lanes, s, acc.data());
     for (int l = 0; l < lanes; ++l)
-      d[l] = fp32_add(d[l], half ? std::bit_cast<std::uint32_t>(float(lowbit::decode(formats::fp16, acc[l]))) : acc[l]);
+      d[l] = accumulator_add(formats::fp32, d[l],
+                             half ? std::bit_cast<std::uint32_t>(float(lowbit::decode(formats::fp16, acc[l]))) : acc[l]);
   }
 }
 
@@ -367,7 +371,7 @@ void Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Ind
   const Eigen::Index steps = a.depth / instruction_.atom.k;
   bool special = a.special_step[std::size_t(i * steps + s)];
   for (int l = 0; l < lanes; ++l) special = special || b.special_step[std::size_t((j0 + l) * steps + s)];
-  const bool after = p_.c_entry == CEntry::fp32_add_after;
+  const bool after = p_.c_entry == CEntry::added_after;
   std::array<std::uint32_t, kLanes> c{};
   if (after) std::copy(acc, acc + kLanes, c.begin()), std::fill(acc, acc + kLanes, 0u);
   for (int first = 0; first < instruction_.atom.k; first += p_.chunk) {
@@ -379,7 +383,7 @@ void Engine::step(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Ind
     }
   }
   if (after)
-    for (int l = 0; l < lanes; ++l) acc[l] = fp32_add(acc[l], c[std::size_t(l)]);
+    for (int l = 0; l < lanes; ++l) acc[l] = accumulator_add(acc_format_, acc[l], c[std::size_t(l)]);
 }
 
 void Engine::chunk_lanes(const Operand& a, Eigen::Index i, const Operand& b, Eigen::Index j0, int lanes,
@@ -556,5 +560,17 @@ std::uint32_t Engine::integer_step(const Operand& a, Eigen::Index i, const Opera
 namespace lowbit::mma {
 std::uint32_t canonical_nan_bits(const Format& accumulator) {
   return accumulator == formats::fp16 ? 0x7fffu : 0x7fff'ffffu;
+}
+
+std::uint32_t accumulator_add(const Format& accumulator, std::uint32_t x, std::uint32_t y) {
+  if (accumulator == formats::fp32) {
+    const float sum = std::bit_cast<float>(x) + std::bit_cast<float>(y);
+    return std::isnan(sum) ? canonical_nan_bits(accumulator) : std::bit_cast<std::uint32_t>(sum);
+  }
+  if (accumulator != formats::fp16)
+    throw std::invalid_argument("accumulator_add: " + format_name(accumulator) + " is not fp32 or fp16");
+  const double sum = decode(formats::fp16, x) + decode(formats::fp16, y);  // exact: both are binary16
+  if (std::isnan(sum)) return canonical_nan_bits(accumulator);
+  return encode(formats::fp16, sum, {Rounding::nearest_even, Overflow::inf});
 }
 }  // namespace lowbit::mma

@@ -34,8 +34,10 @@ struct Decoded {
   Special special = Special::finite;
 };
 
-// Every code of f (at most 16 bits) decoded; built once per format and kept.
-const std::vector<Decoded>& decode_table(const Format& f);
+// Every code of f (at most 16 bits) decoded, as the arithmetic sees it after unpacking to
+// `unpack_to` (FusedDotAdd::unpack_to; throws where a code is not a value of it); built once per
+// pair and kept.
+const std::vector<Decoded>& decode_table(const Format& f, const std::optional<Format>& unpack_to = std::nullopt);
 
 // One operand of a GEMM, decoded and laid out for the K loop: `lines` rows of A (or columns of
 // B), each `depth` elements (K padded to the instruction's k), in the instruction's chunk order
@@ -98,8 +100,5 @@ class Engine {
   int acc_shift_ = 0;        // F - (fraction of the accumulator)
   void (*product_sums_)() = nullptr;  // the lane kernel (engine.cpp's ProductSums)
 };
-
-// An fp32 round-to-nearest-even add with the GPU's canonical NaN.
-std::uint32_t fp32_add(std::uint32_t x, std::uint32_t y);
 
 }  // namespace lowbit::mma::detail

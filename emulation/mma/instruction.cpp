@@ -33,12 +33,14 @@ Model integer(bool saturate) {
   return m;
 }
 
-// Hopper mma.sync FP8: F2FP (fp8 -> f16, exact) and two HMMA.16816.F32 over the k with
-// k mod 4 in {0,1} and then {2,3}, chained from +0; C is added last by FADD.
-Model hopper_fp8_mma_sync() {
-  Model m = fused(16, 25, OutputRounding::rz_fp32, -133);
+// Hopper mma.sync FP8 is software: F2FP unpacks the operands to f16 (exactly; an e4m3 subnormal
+// becomes a normal f16 number), two HMMA.16816 over the k with k mod 4 in {0,1} and then {2,3}
+// run the Hopper f16 model chained from +0, and C is added last by FADD (f32) or HADD2 (f16).
+Model hopper_fp8_mma_sync(OutputRounding rounding) {
+  Model m = fused(16, 25, rounding, -133);
   m.fused.interleave = 2;
-  m.fused.c_entry = CEntry::fp32_add_after;
+  m.fused.c_entry = CEntry::added_after;
+  m.fused.unpack_to = formats::fp16;
   return m;
 }
 
@@ -55,17 +57,28 @@ const ModelSource kHopperF16{
     "e_zero is MMA-Sim's; the recorded tiles accept any e_zero <= -126. Signed-zero inputs, NaN/Inf "
     "inputs not recorded."};
 const ModelSource kHopperF16Out{
-    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16)", Verification::published,
-    "no f16-accumulator tiles recorded yet"};
+    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16); recorded on an H100",
+    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
 const ModelSource kHopperFp8Sync{
-    "measured by us (shared/notes/hopper-numerics-facts.md): fp8->f16, two HMMA.16816.F32 over "
-    "k mod 4 in {0,1} then {2,3} (Hopper f16 model), then an fp32 RNE add of C",
-    Verification::verified, "whether the final FADD flushes subnormals is not recorded"};
+    "measured by us (shared/notes/hopper-numerics-facts.md; docs/gpu-probes.md): F2FP unpacks fp8 to "
+    "f16, two HMMA.16816.F32 over k mod 4 in {0,1} then {2,3} (Hopper f16 model), then an fp32 RNE "
+    "add of C; recorded on an H200 and an H100",
+    Verification::verified,
+    "whether the final FADD flushes subnormals is not recorded; unpacking to f16 is pinned by mixed "
+    "e4m3 x e5m2 tiles only"};
+const ModelSource kHopperFp8SyncF16{
+    "read off the SASS (docs/gpu-probes.md): F2FP unpacks fp8 to f16, two HMMA.16816.F16 from +0 over "
+    "k mod 4 in {0,1} then {2,3} (Hopper f16 model, RNE fp16), then HADD2 of C; recorded on an H100",
+    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
 const ModelSource kHopperFp8Wgmma{
-    "MMA-Sim Hopper wgmma FP8 (L=32, F=13, C aligned, RZ e8m13); recorded on an H200",
+    "MMA-Sim Hopper wgmma FP8 (L=32, F=13, C aligned, RZ e8m13); recorded on an H200 and an H100",
     Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value); the recorded tiles accept any <= -126"};
-const ModelSource kHopperInteger{"exact s32 sum (PTX ISA); measured exact on an H200 per the facts note",
-                                 Verification::reported, "no integer tiles in results/vectors yet"};
+const ModelSource kHopperFp8WgmmaF16{
+    "the Hopper wgmma FP8 model (L=32, F=13, C aligned) rounding to nearest even f16 "
+    "(QGMMA...F16, docs/gpu-probes.md); recorded on an H100",
+    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
+const ModelSource kHopperInteger{"exact s32 sum, wrapped or saturated (PTX ISA); recorded on an H100",
+                                 Verification::verified, ""};
 const ModelSource kExactInteger{"exact s32 sum (PTX ISA)", Verification::published, "no such GPU here"};
 const ModelSource kAmpereF16{"MMA-Sim Ampere/Ada T-FDPA (L=8, F=24, RZ fp32, e_zero=-132)", Verification::published,
                              "no such GPU here"};
@@ -123,44 +136,63 @@ std::vector<Family> build_families() {
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"bf16"}, {"bf16"}, {"f32"}, {}, false,
                  fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {"f16"}, {}, false,
-                 fused(chunk, fraction, OutputRounding::rne_fp16, zero), f16_source, {}});
+                 fused(chunk, fraction, OutputRounding::rne_fp16, zero), f16_source, recorded});
   };
-  const auto add_integer_families = [&](std::string_view arch, const ModelSource& source) {
+  const auto add_integer_families = [&](std::string_view arch, const ModelSource& source,
+                                        std::vector<std::string_view> recorded) {
     for (bool sat : {false, true}) {
       f.push_back({arch, Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"s32"}, kInt8, kInt8, {"s32"}, {}, sat,
-                   integer(sat), source, {}});
+                   integer(sat), source, recorded});
       f.push_back({arch, Issue::mma_sync, 16, 64, kMmaN, "", "", false, {"s32"}, kInt4, kInt4, {"s32"}, {}, sat,
-                   integer(sat), source, {}});
+                   integer(sat), source, recorded});
     }
   };
 
-  // sm_90 (Hopper)
+  // sm_90 (Hopper). `recorded`: the names with tiles in results/vectors/ (H200: the shared
+  // files; H100: sm90/ and sm90-regressions/, from lowbit verify-gpu).
   add_f16_family("sm_90", 16, 25, -133, kHopperF16, kHopperF16Out,
-                 {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"});
+                 {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+                  "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"});
   f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
-               hopper_fp8_mma_sync(), kHopperFp8Sync,
-               {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"}});
-  add_integer_families("sm_90", kHopperInteger);
+               hopper_fp8_mma_sync(OutputRounding::rz_fp32), kHopperFp8Sync,
+               {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32",
+                "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"}});
+  f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f16"}, kFp8, kFp8, {"f16"}, {}, false,
+               hopper_fp8_mma_sync(OutputRounding::rne_fp16), kHopperFp8SyncF16,
+               {"mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"}});
+  add_integer_families("sm_90", kHopperInteger,
+                       {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32",
+                        "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32"});
   for (std::string_view t : {"f16", "bf16"})
     f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f32"}, {t}, {t}, {}, {}, false,
                  fused(16, 25, OutputRounding::rz_fp32, -133), kHopperF16,
-                 {"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"}});
+                 {"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"}});
   f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {}, {}, false,
-               fused(16, 25, OutputRounding::rne_fp16, -133), kHopperF16Out, {}});
+               fused(16, 25, OutputRounding::rne_fp16, -133), kHopperF16Out,
+               {"wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16"}});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f32"}, kFp8, kFp8, {}, {}, false,
                fused(32, 13, OutputRounding::rz_e8m13, -133), kHopperFp8Wgmma,
-               {"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2"}});
+               {"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2",
+                "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2",
+                "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"}});
+  f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f16"}, kFp8, kFp8, {}, {}, false,
+               fused(32, 13, OutputRounding::rne_fp16, -133), kHopperFp8WgmmaF16,
+               {"wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n256k32.f16.e4m3.e4m3"}});
   for (bool sat : {false, true})
     f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
-                 integer(sat), kHopperInteger, {}});
+                 integer(sat), kHopperInteger,
+                 {"wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8",
+                  "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8",
+                  "wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.s8.s8"}});
 
   // sm_89 (Ada) and sm_80 (Ampere)
   f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
                fused(16, 13, OutputRounding::rz_e8m13, -132), kAdaFp8, {}});
   add_f16_family("sm_89", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
-  add_integer_families("sm_89", kExactInteger);
+  add_integer_families("sm_89", kExactInteger, {});
   add_f16_family("sm_80", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
-  add_integer_families("sm_80", kExactInteger);
+  add_integer_families("sm_80", kExactInteger, {});
 
   // sm_120 (mma.sync) and sm_100 (tcgen05): f8f6f4, MXF8F6F4, MXF4, NVFP4
   const Model mxf8 = block_scaled(ScaleMode::per_product, 32, 25, -133, 0);
@@ -412,8 +444,10 @@ std::optional<std::string> FusedDotAdd::validate(int k) const {
   if (fraction_bits < 1 || fraction_bits > 40) return fmt::format("F={} is outside 1..40", fraction_bits);
   if (scale_mode == ScaleMode::per_group && (group < 1 || chunk % group != 0))
     return fmt::format("group {} must divide the chunk {}", group, chunk);
-  if (c_entry == CEntry::fp32_add_after && rounding == OutputRounding::rne_fp16)
-    return std::string("an fp32 add of C needs an fp32 accumulator");
+  if (unpack_to && (unpack_to->is_integer() || unpack_to->code_bits() > 16))
+    return fmt::format("operands unpack to {}: a floating format of at most 16 bits", format_name(*unpack_to));
+  if (unpack_to && scale_mode == ScaleMode::per_group)
+    return std::string("per-group scaling sums in the operands' own formats; it cannot unpack them");
   return std::nullopt;
 }
 

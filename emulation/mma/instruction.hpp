@@ -32,8 +32,8 @@ inline constexpr Format s32{FormatKind::integer, 0, 31, 0, true, NanEncoding::no
 enum class CEntry : std::uint8_t {
   aligned,         // C is one more term of the first chunk's fused sum (its exponent takes part in the
                    // max; truncated to F bits like the products); later chunks take the running sum.
-  fp32_add_after,  // the chunks start from +0; C is added at the end by an fp32 round-to-nearest-even
-                   // add (Hopper mma.sync FP8: a software sequence ending in FADD).
+  added_after,     // the chunks start from +0; C is added at the end by a round-to-nearest-even add in
+                   // the accumulator's format (Hopper mma.sync FP8: software ending in FADD or HADD2).
 };
 
 // How each chunk's exact sum becomes the accumulator value.
@@ -66,9 +66,15 @@ struct FusedDotAdd {
   int zero_exponent = -133;  // exponent a zero term takes in the max
   ScaleMode scale_mode = ScaleMode::none;
   int group = 0;  // products per exact group sum (ScaleMode::per_group)
+  // The format the operands are converted to (exactly) before the arithmetic sees them, or none.
+  // Significands and exponents of the products are then this format's: Hopper mma.sync FP8
+  // unpacks to f16 (F2FP) before HMMA, so an e4m3 subnormal is a normal f16 number there.
+  std::optional<Format> unpack_to;
 
   // Why these parameters cannot run an instruction of depth k, or nothing.
   std::optional<std::string> validate(int k) const;
+  // The format whose significands and exponents the arithmetic sees for operand format f.
+  const Format& arithmetic_format(const Format& f) const { return unpack_to ? *unpack_to : f; }
   friend bool operator==(const FusedDotAdd&, const FusedDotAdd&) = default;
 };
 

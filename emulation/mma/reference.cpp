@@ -8,6 +8,7 @@
 #include <boost/multiprecision/cpp_int.hpp>
 
 #include "emulation/convert.hpp"
+#include "emulation/mma/arithmetic.hpp"
 
 namespace lowbit::mma {
 namespace {
@@ -57,12 +58,6 @@ struct Line {
   const MatrixCode* scale_b = nullptr;
 };
 
-// The GPU's fp32 add: IEEE binary32 round to nearest even (the host's float add), canonical NaN.
-std::uint32_t add_fp32(std::uint32_t x, std::uint32_t y) {
-  const float sum = std::bit_cast<float>(x) + std::bit_cast<float>(y);
-  return std::isnan(sum) ? 0x7fff'ffffu : std::bit_cast<std::uint32_t>(sum);
-}
-
 class Reference {
  public:
   explicit Reference(const Instruction& in) : in_(in), p_(in.model.fused), at_(in.atom) {}
@@ -78,7 +73,7 @@ class Reference {
       std::uint32_t inner = 0;
       for (Eigen::Index s = first; s < std::min<Eigen::Index>(steps, first + loop.mmas_per_flush); ++s)
         inner = instruction(line, s, inner);
-      outer = add_fp32(outer, std::bit_cast<std::uint32_t>(float(decode(at_.d, inner))));
+      outer = accumulator_add(formats::fp32, outer, std::bit_cast<std::uint32_t>(float(decode(at_.d, inner))));
     }
     return outer;
   }
@@ -94,7 +89,7 @@ class Reference {
       if (in_.model.integer.saturate) sum = std::clamp<Integer>(sum, INT32_MIN, INT32_MAX);
       return std::uint32_t(static_cast<std::int64_t>(sum & Integer(0xffff'ffffu)));
     }
-    const bool after = p_.c_entry == CEntry::fp32_add_after;
+    const bool after = p_.c_entry == CEntry::added_after;
     std::uint32_t acc = after ? 0 : c;
     const int chunks = at_.k / p_.chunk;
     for (int chunk = 0; chunk < chunks; ++chunk) {
@@ -103,7 +98,7 @@ class Reference {
         if ((p_.interleave ? (k / p_.interleave) % chunks : k / p_.chunk) == chunk) ks.push_back(int(s) * at_.k + k);
       acc = fused_chunk(line, ks, acc);
     }
-    return after ? add_fp32(acc, c) : acc;
+    return after ? accumulator_add(at_.c, acc, c) : acc;
   }
 
   // The scale factor of A's row (or B's column) for element k; padding (k >= K) has none.
@@ -172,7 +167,9 @@ class Reference {
           continue;
         }
         Rational product = x * y;
-        int exponent = exponent_of(x, at_.a.min_exponent()) + exponent_of(y, at_.b.min_exponent());
+        // Exponents as the arithmetic sees the operands (after unpacking, where the model unpacks).
+        int exponent = exponent_of(x, p_.arithmetic_format(at_.a).min_exponent()) +
+                       exponent_of(y, p_.arithmetic_format(at_.b).min_exponent());
         if (const auto sa = scale(line, true, k), sb = scale(line, false, k); sa && sb) {
           product *= sa->x * sb->x;
           exponent += exponent_of(sa->x, at_.scale->min_exponent()) + exponent_of(sb->x, at_.scale->min_exponent());

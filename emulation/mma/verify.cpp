@@ -28,10 +28,11 @@ int hex_digits(const Format& f) { return f.storage_bits / 4; }
 
 }  // namespace
 
-TileVerdict verify_tile(const Tile& tile) {
+TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
   TileVerdict v;
   try {
     v.instruction = find_instruction(tile.arch, tile.instruction);
+    if (model) v.instruction->model = *model;
   } catch (const UnknownInstruction& e) {
     const std::string message = e.what();
     v.error = message.substr(0, message.find('\n'));
@@ -92,10 +93,10 @@ std::vector<NeighbourModel> neighbouring_models(const Model& model) {
     add(p.rounding == OutputRounding::rz_fp32 ? "RZ to e8m13" : "RZ to fp32", [](FusedDotAdd& q) {
       q.rounding = q.rounding == OutputRounding::rz_fp32 ? OutputRounding::rz_e8m13 : OutputRounding::rz_fp32;
     });
-  if (p.rounding != OutputRounding::rne_fp16)
-    add(p.c_entry == CEntry::aligned ? "C added after (fp32 RNE)" : "C aligned with the products", [](FusedDotAdd& q) {
-      q.c_entry = q.c_entry == CEntry::aligned ? CEntry::fp32_add_after : CEntry::aligned;
-    });
+  add(p.c_entry == CEntry::aligned ? "C added after (RNE)" : "C aligned with the products", [](FusedDotAdd& q) {
+    q.c_entry = q.c_entry == CEntry::aligned ? CEntry::added_after : CEntry::aligned;
+  });
+  if (p.unpack_to) add("operands not unpacked", [](FusedDotAdd& q) { q.unpack_to.reset(); });
   if (p.interleave) add("consecutive chunks", [](FusedDotAdd& q) { q.interleave = 0; });
   for (int e : {-126, -140, -1000})
     if (e != p.zero_exponent) add(fmt::format("e_zero = {}", e), [e](FusedDotAdd& q) { q.zero_exponent = e; });

@@ -28,11 +28,13 @@ struct TileVerdict {
   std::optional<Instruction> instruction;  // when the instruction is modeled
 };
 
-TileVerdict verify_tile(const Tile& tile);
+// With `model`, the tile's instruction runs that model instead of its own (neighbouring_models).
+TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model = std::nullopt);
 
 // Models next to `model`, one parameter changed each (F - 1, F + 1, L / 2, the other output
-// rounding, C entering the other way, consecutive chunks, other zero-term exponents), to see which
-// parameters recorded tiles pin down: a parameter is verified only if its neighbours fail tiles.
+// rounding, C entering the other way, consecutive chunks, operands not unpacked, other zero-term
+// exponents), to see which parameters recorded tiles pin down: a parameter is verified only if
+// its neighbours fail tiles.
 struct NeighbourModel {
   std::string change;
   Model model;

@@ -41,8 +41,9 @@ TEST_CASE("recorded instructions resolve with their shapes, formats and fragment
   CHECK(same_fragment(*sync.atom.b_fragment, layout::mma_m16n8k32_b8));
   CHECK(same_fragment(*sync.atom.c_fragment, layout::mma_m16n8_c));
   CHECK(sync.model.fused.interleave == 2);
-  CHECK(sync.model.fused.c_entry == CEntry::fp32_add_after);
-  CHECK(sync.source.status == Verification::inferred);  // e4m3 x e5m2 is not recorded
+  CHECK(sync.model.fused.c_entry == CEntry::added_after);
+  CHECK(sync.model.fused.unpack_to == formats::fp16);
+  CHECK(sync.source.status == Verification::verified);
 
   const auto wg = find_instruction("sm_90a", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3");
   CHECK(wg.atom.arch == "sm_90");
@@ -53,9 +54,10 @@ TEST_CASE("recorded instructions resolve with their shapes, formats and fragment
   CHECK(wg.model.fused.chunk == 32);
   CHECK(wg.model.fused.fraction_bits == 13);
   CHECK(wg.model.fused.rounding == OutputRounding::rz_e8m13);
-  CHECK(wg.source.status == Verification::inferred);  // recorded at N = 8 only
-  CHECK(find_instruction("sm_90", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3").source.status ==
-        Verification::verified);
+  CHECK(wg.source.status == Verification::verified);
+  CHECK(find_instruction("sm_90", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2").source.status ==
+        Verification::inferred);  // recorded at N = 8 only
+
 
   const auto f16 = find_instruction("sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32");
   CHECK(same_fragment(*f16.atom.a_fragment, layout::mma_m16n8k16_a16));
@@ -139,8 +141,14 @@ TEST_CASE("model parameters are validated", "[mma][registry]") {
   p.group = 5;
   CHECK(p.validate(16));
   p = {};
-  p.c_entry = CEntry::fp32_add_after;
-  p.rounding = OutputRounding::rne_fp16;
+  p.unpack_to = formats::int8;
+  CHECK(p.validate(16));
+  p.unpack_to = formats::fp32;
+  CHECK(p.validate(16));
+  p.unpack_to = formats::fp16;
+  CHECK(!p.validate(16));
+  p.scale_mode = ScaleMode::per_group;
+  p.group = 4;
   CHECK(p.validate(16));
 }
 
@@ -149,5 +157,7 @@ TEST_CASE("the family listing names every family once with its status", "[mma][r
   CHECK(lines.size() >= 40);
   std::size_t verified = 0;
   for (const auto& line : lines) verified += line.find("[verified]") != std::string::npos;
-  CHECK(verified == 6);  // sm_90: mma.sync f16, bf16, FP8; wgmma f16, bf16, FP8
+  // sm_90: mma.sync f16, bf16, f16 -> f16, FP8, FP8 -> f16, s8, s4 (plain and .satfinite);
+  // wgmma f16/bf16, f16 -> f16, FP8, FP8 -> f16, s8 (plain and .satfinite).
+  CHECK(verified == 16);
 }
