@@ -176,10 +176,9 @@ ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
 
 }  // namespace
 
-const std::vector<Decoded>& decode_table(const Format& f, const std::optional<Format>& unpack_to) {
+const std::vector<Decoded>& decode_table(const Format& f, const Format& as) {
   static std::mutex mutex;
   static std::vector<std::tuple<Format, Format, std::unique_ptr<std::vector<Decoded>>>> cache;
-  const Format& as = unpack_to ? *unpack_to : f;
   const std::lock_guard<std::mutex> lock(mutex);
   for (const auto& [format, format_as, table] : cache)
     if (format == f && format_as == as) return *table;
@@ -201,8 +200,8 @@ struct Engine::Acc {
 Engine::Engine(const Instruction& instruction)
     : instruction_(instruction),
       p_(instruction.model.fused),
-      table_a_(&decode_table(instruction.atom.a, p_.unpack_to)),
-      table_b_(&decode_table(instruction.atom.b, p_.unpack_to)) {
+      table_a_(&decode_table(instruction.atom.a, p_.arithmetic_format(instruction.atom.a))),
+      table_b_(&decode_table(instruction.atom.b, p_.arithmetic_format(instruction.atom.b))) {
   const Atom& at = instruction_.atom;
   order_.resize(std::size_t(at.k));
   if (instruction_.model.arithmetic == Arithmetic::integer) {

@@ -34,10 +34,11 @@ struct Decoded {
   Special special = Special::finite;
 };
 
-// Every code of f (at most 16 bits) decoded, as the arithmetic sees it after unpacking to
-// `unpack_to` (FusedDotAdd::unpack_to; throws where a code is not a value of it); built once per
-// pair and kept.
-const std::vector<Decoded>& decode_table(const Format& f, const std::optional<Format>& unpack_to = std::nullopt);
+// Every code of f (at most 16 bits) decoded, as the arithmetic sees it in format `as` (f, or
+// the format it unpacks to, FusedDotAdd::unpack_to; throws where a code is not a value of `as`);
+// built once per pair and kept.
+const std::vector<Decoded>& decode_table(const Format& f, const Format& as);
+inline const std::vector<Decoded>& decode_table(const Format& f) { return decode_table(f, f); }
 
 // One operand of a GEMM, decoded and laid out for the K loop: `lines` rows of A (or columns of
 // B), each `depth` elements (K padded to the instruction's k), in the instruction's chunk order
