@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's two commands:
-#   ./dev.sh run    build, then run the main job on the embedded default data
+#   ./dev.sh run    build, then run the main job on the embedded default data (results in build/results)
 #   ./dev.sh test   build, then run every test (what .ci/run calls)
 # Both install missing Debian packages first (apt-get, with sudo when not root).
 set -euo pipefail
@@ -39,7 +39,17 @@ case "${1:-}" in
   run)
     install_packages
     build
+    out="$BUILD_DIR/results"
+    mkdir -p "$out"
+    echo "== 1/3 formats: a tour of the number formats and their rounding rules"
     "$BUILD_DIR/experiments/lowbit" tour
+    echo "== 2/3 tensor cores: every recorded GPU tile recomputed by the emulator, bit for bit"
+    "$BUILD_DIR/experiments/lowbit" verify-vectors results/vectors/*.jsonl.gz results/vectors/*/*.jsonl.gz |
+      tee "$out/verify-vectors.txt" | tail -n 1
+    echo "== 3/3 SageAttention2 Tables 3 and 9 on the embedded synthetic data (a few minutes)"
+    "$BUILD_DIR/experiments/exp_granularity" --out "$out/granularity"
+    /usr/bin/python3 plots/plot_granularity.py "$out/granularity"
+    echo "dev.sh: results in $out (verify-vectors.txt, granularity/)"
     ;;
   test)
     install_packages
