@@ -19,6 +19,7 @@ struct FastPlan {
   std::uint32_t below_scale;      // left shift of a rounded value below it: 0, or m without subnormals
   std::uint32_t mantissa_bits;    // m
   std::int32_t no_zero_offset;    // 2^m when field 0 is an ordinary binade (no zero), else 0
+  bool exotic;                    // m = 0, or the negative-zero code is NaN (encode_one<true>)
   std::uint32_t nearest;          // all ones for nearest-even, 0 for toward zero
   std::uint32_t negative_flip;    // negative codes: ((magnitude ^ flip) + add) & code_mask
   std::uint32_t negative_add;     //   sign-magnitude: flip 0, add sign bit; two's complement: ~0, 1
@@ -41,6 +42,9 @@ struct FastPlan {
 }
 
 // The one conversion, branch-free (every ?: is a select) and exact for every float32 input.
+// `Exotic`: the rules only formats without mantissa bits or with a NaN at the negative-zero code
+// need, compiled apart so that the common formats do not pay for them (about 20%).
+template <bool Exotic>
 [[gnu::always_inline]] inline Code encode_one(const FastPlan& p, std::uint32_t bits) {
   // 1. Sign and magnitude bits.
   const bool negative = (bits & p.sign_matters) != 0;
@@ -67,29 +71,32 @@ struct FastPlan {
   const std::uint32_t shift =
       select(in_normal_range, p.normal_shift, std::uint32_t(std::min(std::int32_t(p.below_shift) - above, 31)));
 
-  // 5. Magnitude code of a kept part. From the smallest normal binade up, `kept` is 1.mantissa
-  //    (its 2^m bit is exponent field 1) and each binade above adds 1 to the field; a carry out
-  //    of the mantissa moves to the next binade by itself. Below, `kept` is the subnormal code
-  //    (or 0/1 times min normal). Formats without zero start field 0 one binade lower and clip
-  //    what lies below their smallest value to code 0.
-  const auto assemble = [&](std::uint32_t kept) {
-    return std::int32_t(select(in_normal_range, kept + (std::uint32_t(above) << p.mantissa_bits), kept << p.below_scale)) -
-           p.no_zero_offset;
-  };
-
-  // 6. Round: nearest-even adds half an ulp minus one, plus the truncated code's lsb (a tie then
-  //    carries only from an odd code; with no mantissa bits the code's parity is the exponent
-  //    field's, not the significand's); toward zero adds nothing.
-  const std::uint32_t truncated_lsb = std::uint32_t(assemble(significand >> shift)) & 1;
+  // 5. Round the kept part: nearest-even adds half an ulp minus one, plus the truncated code's
+  //    lsb (a tie then carries only from an odd code); toward zero adds nothing. The code's lsb
+  //    is the kept part's, except that with no mantissa bits (exotic) each binade above and the
+  //    offset of formats without zero (step 6) step the code too; below the smallest normal
+  //    binade such formats keep nothing.
+  std::uint32_t truncated_lsb = (significand >> shift) & 1;
+  if constexpr (Exotic)
+    truncated_lsb ^= ((std::uint32_t(above) & (0u - std::uint32_t(in_normal_range))) ^ std::uint32_t(p.no_zero_offset)) & 1;
   const std::uint32_t half_minus_one = (std::uint32_t{1} << (shift - 1)) - 1;
   const std::uint32_t rounded = (significand + ((half_minus_one + truncated_lsb) & p.nearest)) >> shift;
-  const std::uint32_t magnitude_code = std::uint32_t(std::max(assemble(rounded), 0));
+
+  // 6. Magnitude code. From the smallest normal binade up, `rounded` is 1.mantissa (its 2^m bit
+  //    is exponent field 1) and each binade above adds 1 to the field; a carry out of the
+  //    mantissa moves to the next binade by itself. Below, `rounded` is the subnormal code (or
+  //    0/1 times min normal). Formats without zero start field 0 one binade lower and clip
+  //    what lies below their smallest value to code 0.
+  const std::int32_t assembled =
+      std::int32_t(select(in_normal_range, rounded + (std::uint32_t(above) << p.mantissa_bits), rounded << p.below_scale)) -
+      p.no_zero_offset;
+  const std::uint32_t magnitude_code = std::uint32_t(std::max(assembled, 0));
 
   // 7. Sign: sign-magnitude for floating formats, two's complement for integers. A negative
-  //    value that rounds to zero takes the plan's negative zero (code 0 where that code is NaN).
-  const Code signed_code =
-      select(magnitude_code == 0, p.negative_zero, ((magnitude_code ^ p.negative_flip) + p.negative_add) & p.code_mask);
-  const Code code = select(negative, signed_code, magnitude_code);
+  //    value that rounds to zero takes the plan's negative zero (exotic: code 0 where the
+  //    negative-zero code is NaN; elsewhere the rule above gives it).
+  Code code = select(negative, ((magnitude_code ^ p.negative_flip) + p.negative_add) & p.code_mask, magnitude_code);
+  if constexpr (Exotic) code = select(negative && magnitude_code == 0, p.negative_zero, code);
 
   // 8. Overflow, Inf and NaN take the codes the plan holds for them.
   const bool overflows = magnitude_code > select(negative, p.limit_negative, p.limit_positive);
@@ -114,31 +121,34 @@ constexpr std::size_t kBlock = 512;  // even
 // than the scalar encode (14 vs 17 ns per element), which then serves such CPUs.
 #define LOWBIT_FASTCONV_KERNELS(NAME, TARGET)                                                                 \
   namespace NAME {                                                                                            \
+  template <bool Exotic>                                                                                      \
   TARGET void encode_codes(const FastPlan& shared, const float* in, Code* out, std::size_t n) {              \
     const FastPlan p = shared; /* a local copy: stores to out cannot change it */                             \
-    for (std::size_t i = 0; i < n; ++i) out[i] = encode_one(p, std::bit_cast<std::uint32_t>(in[i]));          \
+    for (std::size_t i = 0; i < n; ++i) out[i] = encode_one<Exotic>(p, std::bit_cast<std::uint32_t>(in[i]));  \
   }                                                                                                           \
-  template <class Out>                                                                                        \
+  template <bool Exotic, class Out>                                                                           \
   TARGET void encode_narrow(const FastPlan& p, const float* in, Out* out, std::size_t n) {                   \
     Code codes[kBlock];                                                                                       \
     for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
       const std::size_t count = std::min(kBlock, n - start);                                                  \
-      encode_codes(p, in + start, codes, count);                                                              \
+      encode_codes<Exotic>(p, in + start, codes, count);                                                      \
       for (std::size_t i = 0; i < count; ++i) out[start + i] = Out(codes[i]);                                 \
     }                                                                                                         \
   }                                                                                                           \
+  template <bool Exotic>                                                                                      \
   TARGET void encode_packed4(const FastPlan& p, const float* in, std::uint8_t* out, std::size_t n) {         \
     Code codes[kBlock];                                                                                       \
     for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
       const std::size_t count = std::min(kBlock, n - start);                                                  \
-      encode_codes(p, in + start, codes, count);                                                              \
+      encode_codes<Exotic>(p, in + start, codes, count);                                                      \
       if (count % 2) codes[count] = 0;                                                                        \
       for (std::size_t j = 0; j < (count + 1) / 2; ++j)                                                       \
         out[start / 2 + j] = std::uint8_t(codes[2 * j] | (codes[2 * j + 1] << 4));                            \
     }                                                                                                         \
   }                                                                                                           \
-  constexpr Kernels kernels{encode_codes, encode_narrow<std::uint16_t>, encode_narrow<std::uint8_t>,          \
-                            encode_packed4};                                                                  \
+  template <bool Exotic>                                                                                      \
+  constexpr Kernels kernels{encode_codes<Exotic>, encode_narrow<Exotic, std::uint16_t>,                       \
+                            encode_narrow<Exotic, std::uint8_t>, encode_packed4<Exotic>};                     \
   }
 
 LOWBIT_FASTCONV_KERNELS(avx2, [[gnu::target("arch=x86-64-v3")]])
@@ -146,7 +156,9 @@ LOWBIT_FASTCONV_KERNELS(avx512, [[gnu::target("arch=x86-64-v4")]])
 #undef LOWBIT_FASTCONV_KERNELS
 
 constexpr std::array kIsas{fastconv::Isa::avx2, fastconv::Isa::avx512};
-constexpr std::array kKernels{avx2::kernels, avx512::kernels};
+// Indexed by [isa][plan.exotic].
+constexpr std::array kKernels{std::array{avx2::kernels<false>, avx2::kernels<true>},
+                              std::array{avx512::kernels<false>, avx512::kernels<true>}};
 
 std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
   if (fast_encode_unsupported(f, o)) return std::nullopt;
@@ -162,6 +174,7 @@ std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
   p.below_shift = subnormals ? 23 - m : 23;
   p.below_scale = subnormals ? 0 : m;
   p.no_zero_offset = f.has_zero ? 0 : std::int32_t(1) << m;
+  p.exotic = m == 0 || f.nan == NanEncoding::negative_zero;
   p.nearest = o.rounding == Rounding::nearest_even ? ~std::uint32_t{0} : 0;
   p.sign_matters = f.is_signed || f.is_integer() ? 0x8000'0000 : 0;
   p.code_mask = f.code_count_minus_one();
@@ -221,7 +234,8 @@ void check_call(const Format& f, const ConversionOptions& o, std::size_t inputs,
 }
 
 template <class Out>
-void run_kernel(const Kernels& k, const FastPlan& p, std::span<const float> in, std::span<Out> out, bool packed) {
+void run_kernel(fastconv::Isa isa, const FastPlan& p, std::span<const float> in, std::span<Out> out, bool packed) {
+  const Kernels& k = kKernels[std::size_t(isa)][p.exotic];
   if constexpr (sizeof(Out) == sizeof(Code)) k.code32(p, in.data(), out.data(), in.size());
   else if constexpr (sizeof(Out) == 2) k.code16(p, in.data(), out.data(), in.size());
   else if (packed) k.packed4(p, in.data(), out.data(), in.size());
@@ -236,7 +250,7 @@ void encode_narrow(const Format& f, std::span<const float> in, std::span<Out> ou
   const bool packed = bits_per_code == 4;
   const FastPlan* plan = cached_plan(f, o);
   if (const auto isa = fastconv::best_available(); plan && isa) {
-    run_kernel(kKernels[std::size_t(*isa)], *plan, in, out, packed);
+    run_kernel(*isa, *plan, in, out, packed);
     return;
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -254,7 +268,7 @@ void encode_with_isa(fastconv::Isa isa, const Format& f, std::span<const float> 
                                 " variant needs instructions this CPU lacks");
   check_call(f, o, in.size(), out.size(), bits_per_code);
   if (auto why = fast_encode_unsupported(f, o)) throw std::invalid_argument("fast encode: " + *why);
-  run_kernel(kKernels[std::size_t(isa)], *make_plan(f, o), in, out, bits_per_code == 4);
+  run_kernel(isa, *make_plan(f, o), in, out, bits_per_code == 4);
 }
 
 }  // namespace
@@ -286,7 +300,7 @@ bool encode_if_supported(const Format& f, std::span<const float> in, std::span<C
   const FastPlan* plan = cached_plan(f, o);
   const auto isa = best_available();
   if (!plan || !isa) return false;
-  run_kernel(kKernels[std::size_t(*isa)], *plan, in, out, false);
+  run_kernel(*isa, *plan, in, out, false);
   return true;
 }
 
