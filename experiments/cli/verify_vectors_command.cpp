@@ -32,10 +32,8 @@ void print_neighbours(const std::map<std::string, std::vector<mma::Tile>>& check
     const auto instruction = mma::find_instruction(tiles.front().arch, tiles.front().instruction);
     fmt::print("  {}\n", key);
     for (const auto& neighbour : mma::neighbouring_models(instruction.model)) {
-      mma::Instruction changed = instruction;
-      changed.model = neighbour.model;
       std::size_t failing = 0;
-      for (const auto& t : tiles) failing += mma::execute(changed, {t.a, t.b, t.c}) != t.d;
+      for (const auto& t : tiles) failing += mma::verify_tile(t, neighbour.model).outcome != mma::TileVerdict::Outcome::passed;
       fmt::print("    {:<30} {:>5} of {:>5}\n", neighbour.change, failing, tiles.size());
     }
   }
