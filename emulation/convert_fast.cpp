@@ -19,6 +19,7 @@ struct FastPlan {
   std::uint32_t below_scale;      // left shift of a rounded value below it: 0, or m without subnormals
   std::uint32_t mantissa_bits;    // m
   std::int32_t no_zero_offset;    // 2^m when field 0 is an ordinary binade (no zero), else 0
+  std::uint32_t field_parity;     // 1 when m = 0 (each binade steps the code's lsb), else 0
   bool exotic;                    // m = 0, or the negative-zero code is NaN (encode_one<true>)
   std::uint32_t nearest;          // all ones for nearest-even, 0 for toward zero
   std::uint32_t negative_flip;    // negative codes: ((magnitude ^ flip) + add) & code_mask
@@ -78,7 +79,8 @@ template <bool Exotic>
   //    binade such formats keep nothing.
   std::uint32_t truncated_lsb = (significand >> shift) & 1;
   if constexpr (Exotic)
-    truncated_lsb ^= ((std::uint32_t(above) & (0u - std::uint32_t(in_normal_range))) ^ std::uint32_t(p.no_zero_offset)) & 1;
+    truncated_lsb ^= ((std::uint32_t(above) & p.field_parity & (0u - std::uint32_t(in_normal_range))) ^
+                      std::uint32_t(p.no_zero_offset)) & 1;
   const std::uint32_t half_minus_one = (std::uint32_t{1} << (shift - 1)) - 1;
   const std::uint32_t rounded = (significand + ((half_minus_one + truncated_lsb) & p.nearest)) >> shift;
 
@@ -174,6 +176,7 @@ std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
   p.below_shift = subnormals ? 23 - m : 23;
   p.below_scale = subnormals ? 0 : m;
   p.no_zero_offset = f.has_zero ? 0 : std::int32_t(1) << m;
+  p.field_parity = m == 0 ? 1 : 0;
   p.exotic = m == 0 || f.nan == NanEncoding::negative_zero;
   p.nearest = o.rounding == Rounding::nearest_even ? ~std::uint32_t{0} : 0;
   p.sign_matters = f.is_signed || f.is_integer() ? 0x8000'0000 : 0;
