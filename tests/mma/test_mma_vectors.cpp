@@ -33,27 +33,21 @@ std::vector<Tile> read_tiles(const std::filesystem::path& file) {
   return tiles;
 }
 
-bool is_vector_file(const std::filesystem::path& p) {
-  return p.string().ends_with(".jsonl.gz") || p.string().ends_with(".jsonl");
+// The tiles of every vector file the directory iterator yields.
+template <class DirectoryIterator>
+std::vector<Tile> tiles_in(DirectoryIterator files) {
+  std::vector<Tile> tiles;
+  for (const auto& entry : files)
+    if (const auto name = entry.path().string(); name.ends_with(".jsonl.gz") || name.ends_with(".jsonl"))
+      for (auto& t : read_tiles(entry.path())) tiles.push_back(std::move(t));
+  return tiles;
 }
 
 // The tiles recorded on the H200 (copied from the shared inputs): the top folder's files.
-std::vector<Tile> shared_h200_tiles() {
-  std::vector<Tile> tiles;
-  for (const auto& entry : std::filesystem::directory_iterator(kVectors))
-    if (is_vector_file(entry.path()))
-      for (auto& t : read_tiles(entry.path())) tiles.push_back(std::move(t));
-  return tiles;
-}
+std::vector<Tile> shared_h200_tiles() { return tiles_in(std::filesystem::directory_iterator(kVectors)); }
 
 // Every recorded tile: the H200's and the probes' (sm90/, sm90-regressions/).
-std::vector<Tile> all_tiles() {
-  std::vector<Tile> tiles;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(kVectors))
-    if (is_vector_file(entry.path()))
-      for (auto& t : read_tiles(entry.path())) tiles.push_back(std::move(t));
-  return tiles;
-}
+std::vector<Tile> all_tiles() { return tiles_in(std::filesystem::recursive_directory_iterator(kVectors)); }
 
 // How many tiles fail when every tile of `instruction` runs `model` instead of its own.
 std::size_t failing_tiles(const std::vector<Tile>& tiles, const std::string& instruction, const Model& model) {
