@@ -99,6 +99,20 @@ TEST_CASE("Hopper mma.sync FP8 deals k in pairs to two chained f16 MMAs (measure
   CHECK(both("sm_90", kSyncE5, {{1, two(-12), 0, 0, -1}, {1, two(-12), 0, 0, 1}}) == 0x3380'0000u);
 }
 
+TEST_CASE("Hopper mma.sync FP8 unpacks to f16: an e4m3 subnormal is a normal f16 (measured)", "[mma][arithmetic]") {
+  // e4m3 2^-9 (subnormal) * e5m2 2^15 = 2^6 at k = 0; 2^-1 * 2^-16 = 2^-17 at k = 1 (same HMMA).
+  // Unpacked, 2^-9 is a normal f16 with exponent -9, so E = 6 and terms are cut at 2^(6-25) =
+  // 2^-19: 2^-17 survives, D = 2^6 + 2^-17 = 0x42800001 (2^-17 is one ulp of 2^6). Read as an
+  // e4m3 subnormal (exponent -6), E would be 9, the cut 2^-16, and D = 2^6 = 0x42800000.
+  const Dot dot{{two(-9), two(-1)}, {two(15), two(-16)}};
+  CHECK(both("sm_90", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", dot) == 0x4280'0001u);
+  Instruction not_unpacked = find_instruction("sm_90", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32");
+  not_unpacked.model.fused.unpack_to.reset();
+  const auto r = run_dot(not_unpacked, dot);
+  CHECK(r.engine == r.reference);
+  CHECK(r.engine == 0x4280'0000u);
+}
+
 TEST_CASE("where C enters: aligned with the products (wgmma FP8) or added after (mma.sync FP8)", "[mma][arithmetic]") {
   // C = 1024, one product 2^-2 * 2^-2 = 2^-4.
   const Dot dot{{0.25}, {0.25}, fp32_bits(1024.0f)};
@@ -177,7 +191,7 @@ TEST_CASE("a finite sum beyond binary32 is Inf although rounding is toward zero 
   CHECK(both("sm_90", kH16Out, {{256}, {256}}) == 0x7c00u);                 // 65536 in f16: Inf
 }
 
-TEST_CASE("f16 accumulators round to nearest even (published)", "[mma][arithmetic]") {
+TEST_CASE("f16 accumulators round to nearest even (measured: H100 probe tiles)", "[mma][arithmetic]") {
   // C = 1 + 2^-10 (0x3c01) plus 2^-11: 1 + 1.5 ulp, a tie between 0x3c01 and 0x3c02: even.
   CHECK(both("sm_90", kH16Out, {{two(-11)}, {1}, 0x3c01u}) == 0x3c02u);
   // C = 1 plus 2^-11: a tie between 0x3c00 and 0x3c01: even.
