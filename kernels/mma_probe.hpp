@@ -25,6 +25,19 @@ struct MmaProbe {
 // Every instruction the probes can execute on sm_90a: mma.sync first, then wgmma.
 std::span<const MmaProbe> mma_probes();
 
+// A whole K loop per tile through one instruction, as a kernel runs it (mma::gemm models it):
+// tiles are m x (steps * k) by (steps * k) x n; mmas_per_flush = 0 chains one accumulator from C,
+// f > 0 adds a fresh accumulator into an fp32 one (starting at C) every f MMAs.
+struct KLoopProbe {
+  mma::TileSpec spec;  // the instruction (its own k)
+  int steps = 0;
+  int mmas_per_flush = 0;
+  void (*run)(std::span<mma::Tile> tiles) = nullptr;  // fills each tile's d from its a, b, c
+};
+
+// The K-loop probes: wgmma m64n8 f16, bf16, e4m3, e5m2 -> f32, each with every flush interval.
+std::span<const KLoopProbe> wgmma_kloop_probes();
+
 namespace detail {
 std::span<const MmaProbe> mma_sync_probes();
 std::span<const MmaProbe> wgmma_probes();

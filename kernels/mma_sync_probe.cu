@@ -49,10 +49,21 @@ K32(F32E4m3E5m2, "f32.e4m3.e5m2.f32", e4m3, e5m2, fp32)
 K32(F32E5m2E4m3, "f32.e5m2.e4m3.f32", e5m2, e4m3, fp32)
 K32(F32E5m2E5m2, "f32.e5m2.e5m2.f32", e5m2, e5m2, fp32)
 K32(F16E4m3E4m3, "f16.e4m3.e4m3.f16", e4m3, e4m3, fp16)
+K32(F16E4m3E5m2, "f16.e4m3.e5m2.f16", e4m3, e5m2, fp16)
+K32(F16E5m2E4m3, "f16.e5m2.e4m3.f16", e5m2, e4m3, fp16)
+K32(F16E5m2E5m2, "f16.e5m2.e5m2.f16", e5m2, e5m2, fp16)
 K32(S32S8, "s32.s8.s8.s32", int8, int8, mma::s32)
 K32(S32S8Satfinite, "satfinite.s32.s8.s8.s32", int8, int8, mma::s32)
+K32(S32S8U8, "s32.s8.u8.s32", int8, uint8, mma::s32)
+K32(S32U8S8, "s32.u8.s8.s32", uint8, int8, mma::s32)
+K32(S32U8U8, "s32.u8.u8.s32", uint8, uint8, mma::s32)
+K32(S32U8U8Satfinite, "satfinite.s32.u8.u8.s32", uint8, uint8, mma::s32)
 K64(S32S4, "s32.s4.s4.s32", int4, int4, mma::s32)
 K64(S32S4Satfinite, "satfinite.s32.s4.s4.s32", int4, int4, mma::s32)
+K64(S32S4U4, "s32.s4.u4.s32", int4, uint4, mma::s32)
+K64(S32U4S4, "s32.u4.s4.s32", uint4, int4, mma::s32)
+K64(S32U4U4, "s32.u4.u4.s32", uint4, uint4, mma::s32)
+K64(S32U4U4Satfinite, "satfinite.s32.u4.u4.s32", uint4, uint4, mma::s32)
 
 constexpr int kWarpsPerBlock = 4;
 
@@ -86,8 +97,10 @@ constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
   return {MmaProbe{Atoms::spec, false, Atoms::a_fragment, Atoms::b_fragment, layout::mma_m16n8_c, run<Atoms>}...};
 }
 
-constexpr auto kProbes = probes<F32F16, F32Bf16, F16F16, F32E4m3E4m3, F32E4m3E5m2, F32E5m2E4m3, F32E5m2E5m2,
-                                F16E4m3E4m3, S32S8, S32S8Satfinite, S32S4, S32S4Satfinite>();
+constexpr auto kProbes =
+    probes<F32F16, F32Bf16, F16F16, F32E4m3E4m3, F32E4m3E5m2, F32E5m2E4m3, F32E5m2E5m2, F16E4m3E4m3, F16E4m3E5m2,
+           F16E5m2E4m3, F16E5m2E5m2, S32S8, S32S8Satfinite, S32S8U8, S32U8S8, S32U8U8, S32U8U8Satfinite, S32S4,
+           S32S4Satfinite, S32S4U4, S32U4S4, S32U4U4, S32U4U4Satfinite>();
 
 }  // namespace
 

@@ -2,6 +2,12 @@
 // canonical K-major layout without swizzle and reach the tensor cores through matrix
 // descriptors; C is loaded into the accumulator registers through the D fragment map, the
 // instruction runs with scale-d = 1 (D = A*B + C), and D is stored through the same map.
+//
+// K-loop probes run a whole K loop per tile as an attention kernel does: A (64 x K) and B stay in
+// shared memory and each MMA reads the next k-slice through advanced descriptors. Either one
+// accumulator is chained from C through every MMA, or, every `Flush` MMAs, a fresh accumulator
+// (the first MMA with scale-d = 0: D = A*B) is added into an fp32 accumulator that started at C
+// (SageAttention2's FP32 buffer for the FP22 accumulator).
 #include <array>
 
 #include "kernels/mma_probe.hpp"
@@ -36,11 +42,14 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
 // Accumulator operand lists: R registers "%0".."%R-1", then the two descriptors and scale-d.
 #define LOWBIT_REGS_2 "%0, %1"
 #define LOWBIT_REGS_4 LOWBIT_REGS_2 ", %2, %3"
-#define LOWBIT_REGS_64 LOWBIT_REGS_4 \
-  ", %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18" \
-  ", %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33" \
-  ", %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48" \
-  ", %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LOWBIT_REGS_8 LOWBIT_REGS_4 ", %4, %5, %6, %7"
+#define LOWBIT_REGS_12 LOWBIT_REGS_8 ", %8, %9, %10, %11"
+#define LOWBIT_REGS_16 LOWBIT_REGS_12 ", %12, %13, %14, %15"
+#define LOWBIT_REGS_32 LOWBIT_REGS_16 \
+  ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define LOWBIT_REGS_64 LOWBIT_REGS_32 \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47" \
+  ", %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define LOWBIT_REGS_128 LOWBIT_REGS_64 \
   ", %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79" \
   ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
@@ -49,10 +58,27 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
 #define LOWBIT_OPS_2(d, i) "+r"(d[i]), "+r"(d[i + 1])
 #define LOWBIT_OPS_4(d, i) LOWBIT_OPS_2(d, i), LOWBIT_OPS_2(d, i + 2)
 #define LOWBIT_OPS_8(d, i) LOWBIT_OPS_4(d, i), LOWBIT_OPS_4(d, i + 4)
+#define LOWBIT_OPS_12(d, i) LOWBIT_OPS_8(d, i), LOWBIT_OPS_4(d, i + 8)
 #define LOWBIT_OPS_16(d, i) LOWBIT_OPS_8(d, i), LOWBIT_OPS_8(d, i + 8)
 #define LOWBIT_OPS_32(d, i) LOWBIT_OPS_16(d, i), LOWBIT_OPS_16(d, i + 16)
 #define LOWBIT_OPS_64(d, i) LOWBIT_OPS_32(d, i), LOWBIT_OPS_32(d, i + 32)
 #define LOWBIT_OPS_128(d, i) LOWBIT_OPS_64(d, i), LOWBIT_OPS_64(d, i + 64)
+#define LOWBIT_DESCS_2 "%2, %3"
+#define LOWBIT_DESCS_4 "%4, %5"
+#define LOWBIT_DESCS_8 "%8, %9"
+#define LOWBIT_DESCS_12 "%12, %13"
+#define LOWBIT_DESCS_16 "%16, %17"
+#define LOWBIT_DESCS_32 "%32, %33"
+#define LOWBIT_DESCS_64 "%64, %65"
+#define LOWBIT_DESCS_128 "%128, %129"
+#define LOWBIT_SCALE_2 "4"
+#define LOWBIT_SCALE_4 "6"
+#define LOWBIT_SCALE_8 "10"
+#define LOWBIT_SCALE_12 "14"
+#define LOWBIT_SCALE_16 "18"
+#define LOWBIT_SCALE_32 "34"
+#define LOWBIT_SCALE_64 "66"
+#define LOWBIT_SCALE_128 "130"
 
 // One wgmma instruction with both operands from shared memory; R accumulator registers
 // (n/2 for f32 and s32, n/4 for f16x2); IMMEDIATES follow scale-d.
@@ -60,22 +86,14 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
   struct NAME {                                                                                                       \
     static constexpr mma::TileSpec spec{"wgmma.mma_async.sync.aligned." SHAPE_TYPES, 64, N, K, FORMAT_A, FORMAT_B,   \
                                         FORMAT_C};                                                                    \
-    __device__ static void mma(std::uint32_t (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b) {                    \
+    __device__ static void mma(std::uint32_t (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {       \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" LOWBIT_SCALE_##R ", 0;\n"                                    \
                    "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" LOWBIT_REGS_##R "}, " LOWBIT_DESCS_##R            \
                    ", p" IMMEDIATES ";\n}\n"                                                                          \
                    : LOWBIT_OPS_##R(d, 0)                                                                             \
-                   : "l"(desc_a), "l"(desc_b), "r"(1));                                                               \
+                   : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                         \
     }                                                                                                                 \
   };
-#define LOWBIT_DESCS_2 "%2, %3"
-#define LOWBIT_DESCS_4 "%4, %5"
-#define LOWBIT_DESCS_64 "%64, %65"
-#define LOWBIT_DESCS_128 "%128, %129"
-#define LOWBIT_SCALE_2 "4"
-#define LOWBIT_SCALE_4 "6"
-#define LOWBIT_SCALE_64 "66"
-#define LOWBIT_SCALE_128 "130"
 
 // Immediates after scale-d: f16/bf16 take imm-scale-a, imm-scale-b (1: no negation) and
 // imm-trans-a, imm-trans-b (0: K-major); fp8 only the scales; integers none.
@@ -85,20 +103,41 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
 
 using namespace lowbit::formats;
 
-#define N8_AND_N256(NAME, K, TYPES, A, B, C, R8, R256, IMM)                                            \
-  LOWBIT_WGMMA_ATOM(NAME##N8, "m64n8k" #K "." TYPES, 8, K, A, B, C, R8, IMM)                          \
-  LOWBIT_WGMMA_ATOM(NAME##N256, "m64n256k" #K "." TYPES, 256, K, A, B, C, R256, IMM)
+// NAME##N<WIDTH>: wgmma.m64n<WIDTH>k<K>.<TYPES> with R accumulator registers.
+#define WGMMA(NAME, WIDTH, K, TYPES, A, B, C, R, IMM) \
+  LOWBIT_WGMMA_ATOM(NAME##N##WIDTH, "m64n" #WIDTH "k" #K "." TYPES, WIDTH, K, A, B, C, R, IMM)
 
-N8_AND_N256(F32F16, 16, "f32.f16.f16", fp16, fp16, fp32, 4, 128, LOWBIT_IMM_16BIT)
-N8_AND_N256(F32Bf16, 16, "f32.bf16.bf16", bf16, bf16, fp32, 4, 128, LOWBIT_IMM_16BIT)
+// Every type combination at N = 8 and 256; the ones SageAttention2 and FlashAttention-3 use (f16,
+// bf16, e4m3 -> f32; s8 -> s32; R = n/2 registers) at N = 16, 24, 32, 64 and 128 too.
+#define EVERY_N(NAME, K, TYPES, A, B, C, IMM)                                                                 \
+  WGMMA(NAME, 8, K, TYPES, A, B, C, 4, IMM)                                                                   \
+  WGMMA(NAME, 16, K, TYPES, A, B, C, 8, IMM)                                                                  \
+  WGMMA(NAME, 24, K, TYPES, A, B, C, 12, IMM)                                                                 \
+  WGMMA(NAME, 32, K, TYPES, A, B, C, 16, IMM)                                                                 \
+  WGMMA(NAME, 64, K, TYPES, A, B, C, 32, IMM)                                                                 \
+  WGMMA(NAME, 128, K, TYPES, A, B, C, 64, IMM)                                                                \
+  WGMMA(NAME, 256, K, TYPES, A, B, C, 128, IMM)
+#define N8_AND_N256(NAME, K, TYPES, A, B, C, R8, R256, IMM) \
+  WGMMA(NAME, 8, K, TYPES, A, B, C, R8, IMM)                \
+  WGMMA(NAME, 256, K, TYPES, A, B, C, R256, IMM)
+
+EVERY_N(F32F16, 16, "f32.f16.f16", fp16, fp16, fp32, LOWBIT_IMM_16BIT)
+EVERY_N(F32Bf16, 16, "f32.bf16.bf16", bf16, bf16, fp32, LOWBIT_IMM_16BIT)
 N8_AND_N256(F16F16, 16, "f16.f16.f16", fp16, fp16, fp16, 2, 64, LOWBIT_IMM_16BIT)
-N8_AND_N256(F32E4m3E4m3, 32, "f32.e4m3.e4m3", e4m3, e4m3, fp32, 4, 128, LOWBIT_IMM_FP8)
+EVERY_N(F32E4m3E4m3, 32, "f32.e4m3.e4m3", e4m3, e4m3, fp32, LOWBIT_IMM_FP8)
 N8_AND_N256(F32E4m3E5m2, 32, "f32.e4m3.e5m2", e4m3, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
 N8_AND_N256(F32E5m2E4m3, 32, "f32.e5m2.e4m3", e5m2, e4m3, fp32, 4, 128, LOWBIT_IMM_FP8)
 N8_AND_N256(F32E5m2E5m2, 32, "f32.e5m2.e5m2", e5m2, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
 N8_AND_N256(F16E4m3E4m3, 32, "f16.e4m3.e4m3", e4m3, e4m3, fp16, 2, 64, LOWBIT_IMM_FP8)
-N8_AND_N256(S32S8, 32, "s32.s8.s8", int8, int8, mma::s32, 4, 128, LOWBIT_IMM_INT)
+WGMMA(F16E4m3E5m2, 8, 32, "f16.e4m3.e5m2", e4m3, e5m2, fp16, 2, LOWBIT_IMM_FP8)
+WGMMA(F16E5m2E4m3, 8, 32, "f16.e5m2.e4m3", e5m2, e4m3, fp16, 2, LOWBIT_IMM_FP8)
+WGMMA(F16E5m2E5m2, 8, 32, "f16.e5m2.e5m2", e5m2, e5m2, fp16, 2, LOWBIT_IMM_FP8)
+EVERY_N(S32S8, 32, "s32.s8.s8", int8, int8, mma::s32, LOWBIT_IMM_INT)
 N8_AND_N256(S32S8Satfinite, 32, "satfinite.s32.s8.s8", int8, int8, mma::s32, 4, 128, LOWBIT_IMM_INT)
+WGMMA(S32S8U8, 8, 32, "s32.s8.u8", int8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8S8, 8, 32, "s32.u8.s8", uint8, int8, mma::s32, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8U8, 8, 32, "s32.u8.u8", uint8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8U8Satfinite, 8, 32, "satfinite.s32.u8.u8", uint8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
 
 template <int Bytes>
 __device__ void store_code(std::uint8_t* smem, int offset, std::uint16_t code) {
@@ -108,29 +147,75 @@ __device__ void store_code(std::uint8_t* smem, int offset, std::uint16_t code) {
     *reinterpret_cast<std::uint16_t*>(smem + offset) = code;
 }
 
+// Stores A (m x K) and B (K x n) codes K-major in shared memory and makes them visible to the
+// tensor cores (ordinary stores reach the async proxy only after the fence).
+template <class Atom, int K>
+__device__ void stage_operands(const std::uint16_t* a, const std::uint16_t* b, std::uint8_t* a_smem, std::uint8_t* b_smem) {
+  constexpr mma::TileSpec s = Atom::spec;
+  constexpr int bytes = s.a.code_bits() / 8, k_bytes = K * bytes;
+  for (int e = threadIdx.x; e < s.m * K; e += 128) store_code<bytes>(a_smem, kmajor_offset(e / K, e % K * bytes, k_bytes), a[e]);
+  for (int e = threadIdx.x; e < K * s.n; e += 128) store_code<bytes>(b_smem, kmajor_offset(e % s.n, e / s.n * bytes, k_bytes), b[e]);
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+}
+
+// One MMA over k-slice `step` of operands staged with depth K (k_bytes = K * bytes), waited for.
+template <class Atom, int K, int R>
+__device__ void mma_step(std::uint32_t (&acc)[R], const std::uint8_t* a_smem, const std::uint8_t* b_smem, int step,
+                         int scale_d) {
+  constexpr mma::TileSpec s = Atom::spec;
+  constexpr int bytes = s.a.code_bits() / 8, k_bytes = K * bytes;
+  // A k-slice is s.k * bytes / 16 core matrices along K, each kLeadingByteOffset further on.
+  const int offset = step * (s.k * bytes / 16) * kLeadingByteOffset;
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+  Atom::mma(acc, descriptor(a_smem + offset, k_bytes), descriptor(b_smem + offset, k_bytes), scale_d);
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+}
+
 template <class Atom>
 __global__ void __launch_bounds__(128) wgmma_probe(DeviceTiles tiles) {
   constexpr mma::TileSpec s = Atom::spec;
-  constexpr int bytes = s.a.code_bits() / 8, k_bytes = s.k * bytes;
   constexpr layout::Fragment fd = layout::wgmma_m64_d(s.n);
   constexpr int c_bits = s.c.code_bits(), c_registers = fd.value_count * c_bits / 32;
-  __shared__ alignas(128) std::uint8_t a_smem[s.m * k_bytes];
-  __shared__ alignas(128) std::uint8_t b_smem[s.n * k_bytes];
-  const int tile = blockIdx.x, thread = threadIdx.x;
-  const std::uint16_t* a = tiles.a + tile * s.m * s.k;
-  const std::uint16_t* b = tiles.b + tile * s.k * s.n;
-  for (int e = thread; e < s.m * s.k; e += 128) store_code<bytes>(a_smem, kmajor_offset(e / s.k, e % s.k * bytes, k_bytes), a[e]);
-  for (int e = thread; e < s.k * s.n; e += 128) store_code<bytes>(b_smem, kmajor_offset(e % s.n, e / s.n * bytes, k_bytes), b[e]);
-  // Ordinary stores become visible to the tensor cores' (async proxy) reads only after this fence.
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
+  __shared__ alignas(128) std::uint8_t a_smem[s.m * s.k * s.a.code_bits() / 8];
+  __shared__ alignas(128) std::uint8_t b_smem[s.n * s.k * s.b.code_bits() / 8];
+  const int tile = blockIdx.x;
+  stage_operands<Atom, s.k>(tiles.a + tile * s.m * s.k, tiles.b + tile * s.k * s.n, a_smem, b_smem);
   std::uint32_t acc[c_registers];
-  load_fragment<fd, s.n, c_bits>(tiles.c + tile * s.m * s.n, thread, acc);
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  Atom::mma(acc, descriptor(a_smem, k_bytes), descriptor(b_smem, k_bytes));
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-  store_fragment<fd, s.n, c_bits>(acc, thread, tiles.d + tile * s.m * s.n);
+  load_fragment<fd, s.n, c_bits>(tiles.c + tile * s.m * s.n, threadIdx.x, acc);
+  mma_step<Atom, s.k>(acc, a_smem, b_smem, 0, 1);
+  store_fragment<fd, s.n, c_bits>(acc, threadIdx.x, tiles.d + tile * s.m * s.n);
+}
+
+// A K loop of Steps MMAs over one tile (f32 accumulators): Flush = 0 chains one accumulator from
+// C; Flush = f adds a fresh accumulator (f MMAs, the first with scale-d = 0) into an fp32
+// accumulator starting at C with a round-to-nearest-even add, every f MMAs.
+template <class Atom, int Steps, int Flush>
+__global__ void __launch_bounds__(128) wgmma_kloop(DeviceTiles tiles) {
+  constexpr mma::TileSpec s = Atom::spec;
+  static_assert(s.c.code_bits() == 32 && !s.c.is_integer(), "K-loop probes take f32 accumulators");
+  static_assert(Flush == 0 || Steps % (Flush ? Flush : 1) == 0, "the flushes divide the K loop");
+  constexpr int K = Steps * s.k;
+  constexpr layout::Fragment fd = layout::wgmma_m64_d(s.n);
+  constexpr int R = fd.value_count;
+  __shared__ alignas(128) std::uint8_t a_smem[s.m * K * s.a.code_bits() / 8];
+  __shared__ alignas(128) std::uint8_t b_smem[s.n * K * s.b.code_bits() / 8];
+  const int tile = blockIdx.x;
+  stage_operands<Atom, K>(tiles.a + tile * s.m * K, tiles.b + tile * K * s.n, a_smem, b_smem);
+  std::uint32_t acc[R];
+  load_fragment<fd, s.n, 32>(tiles.c + tile * s.m * s.n, threadIdx.x, acc);
+  if constexpr (Flush == 0) {
+    for (int step = 0; step < Steps; ++step) mma_step<Atom, K>(acc, a_smem, b_smem, step, 1);
+  } else {
+    for (int first = 0; first < Steps; first += Flush) {
+      std::uint32_t fresh[R] = {};
+      for (int step = first; step < first + Flush; ++step) mma_step<Atom, K>(fresh, a_smem, b_smem, step, step > first);
+#pragma unroll
+      for (int i = 0; i < R; ++i) acc[i] = __float_as_uint(__fadd_rn(__uint_as_float(acc[i]), __uint_as_float(fresh[i])));
+    }
+  }
+  store_fragment<fd, s.n, 32>(acc, threadIdx.x, tiles.d + tile * s.m * s.n);
 }
 
 template <class Atom>
@@ -148,13 +233,50 @@ constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
   return {MmaProbe{Atoms::spec, true, std::nullopt, std::nullopt, layout::wgmma_m64_d(Atoms::spec.n), run<Atoms>}...};
 }
 
-constexpr auto kProbes =
-    probes<F32F16N8, F32Bf16N8, F16F16N8, F32E4m3E4m3N8, F32E4m3E5m2N8, F32E5m2E4m3N8, F32E5m2E5m2N8, F16E4m3E4m3N8,
-           S32S8N8, S32S8SatfiniteN8, F32F16N256, F32Bf16N256, F16F16N256, F32E4m3E4m3N256, F32E4m3E5m2N256,
-           F32E5m2E4m3N256, F32E5m2E5m2N256, F16E4m3E4m3N256, S32S8N256, S32S8SatfiniteN256>();
+constexpr auto kProbes = probes<
+    F32F16N8, F32Bf16N8, F16F16N8, F32E4m3E4m3N8, F32E4m3E5m2N8, F32E5m2E4m3N8, F32E5m2E5m2N8, F16E4m3E4m3N8,
+    F16E4m3E5m2N8, F16E5m2E4m3N8, F16E5m2E5m2N8, S32S8N8, S32S8SatfiniteN8, S32S8U8N8, S32U8S8N8, S32U8U8N8,
+    S32U8U8SatfiniteN8,
+    F32F16N16, F32Bf16N16, F32E4m3E4m3N16, S32S8N16, F32F16N24, F32Bf16N24, F32E4m3E4m3N24, S32S8N24,
+    F32F16N32, F32Bf16N32, F32E4m3E4m3N32, S32S8N32, F32F16N64, F32Bf16N64, F32E4m3E4m3N64, S32S8N64,
+    F32F16N128, F32Bf16N128, F32E4m3E4m3N128, S32S8N128,
+    F32F16N256, F32Bf16N256, F16F16N256, F32E4m3E4m3N256, F32E4m3E5m2N256, F32E5m2E4m3N256, F32E5m2E5m2N256,
+    F16E4m3E4m3N256, S32S8N256, S32S8SatfiniteN256>();
+
+// K-loop probes: 8 MMAs per tile, every flush interval of SageAttention2-style kernels.
+constexpr int kKLoopSteps = 8;
+
+template <class Atom, int Flush>
+void launch_kloop(const DeviceTiles& tiles) {
+  wgmma_kloop<Atom, kKLoopSteps, Flush><<<tiles.count, 128>>>(tiles);
+}
+
+template <class Atom, int Flush>
+void run_kloop(std::span<mma::Tile> tiles) {
+  constexpr mma::TileSpec s = Atom::spec;
+  run_on_device({s.instruction, s.m, s.n, kKLoopSteps * s.k, s.a, s.b, s.c}, tiles, launch_kloop<Atom, Flush>);
+}
+
+template <class Atom, int... Flushes>
+constexpr std::array<KLoopProbe, sizeof...(Flushes)> kloop_probes() {
+  return {KLoopProbe{Atom::spec, kKLoopSteps, Flushes, run_kloop<Atom, Flushes>}...};
+}
+
+constexpr auto kKLoopProbes = [] {
+  constexpr auto e4m3 = kloop_probes<F32E4m3E4m3N8, 0, 1, 2, 4, 8>();
+  constexpr auto e5m2 = kloop_probes<F32E5m2E5m2N8, 0, 1, 2, 4, 8>();
+  constexpr auto f16 = kloop_probes<F32F16N8, 0, 1, 2, 4, 8>();
+  constexpr auto bf16 = kloop_probes<F32Bf16N8, 0, 1, 2, 4, 8>();
+  std::array<KLoopProbe, 20> all{};
+  std::size_t i = 0;
+  for (const auto* group : {&e4m3, &e5m2, &f16, &bf16})
+    for (const auto& p : *group) all[i++] = p;
+  return all;
+}();
 
 }  // namespace
 
 std::span<const MmaProbe> detail::wgmma_probes() { return kProbes; }
+std::span<const KLoopProbe> wgmma_kloop_probes() { return kKLoopProbes; }
 
 }  // namespace lowbit::kernels

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <stdexcept>
 
 #include "emulation/convert.hpp"
 
@@ -9,7 +10,8 @@ namespace lowbit::mma {
 namespace {
 
 constexpr std::array<std::string_view, kFamilyCount> kFamilyNames{
-    "random", "zero_ab", "narrow_band", "dominant", "random_c0", "exact", "specials", "cancellation", "wide_band"};
+    "random",   "zero_ab",      "narrow_band",   "dominant",   "random_c0", "exact",
+    "specials", "cancellation", "wide_band",     "tiny_products", "subnormal_c"};
 
 // SplitMix64: small, fast, and every (seed, instruction, index) gets its own stream.
 class Rng {
@@ -48,12 +50,13 @@ Code random_finite(const Format& f, Rng& rng) {
   }
 }
 
-// Random sign, exponent in [lo, hi] (clipped to the normal range), random mantissa.
+// Random sign, exponent in [lo, hi] (clipped to the normal range; a band outside it becomes
+// its nearest binade), random mantissa.
 // Integers: a value in [lo, hi].
 Code band_code(const Format& f, Rng& rng, int lo, int hi) {
   if (f.is_integer()) return integer_code(f, rng.uniform(lo, hi));
-  lo = std::max(lo, f.min_exponent());
-  hi = std::min(hi, max_exponent(f));
+  lo = std::clamp(lo, f.min_exponent(), max_exponent(f));
+  hi = std::clamp(hi, lo, max_exponent(f));
   for (;;) {
     const int e = int(rng.uniform(lo, hi));
     const Code field = Code(e - f.min_exponent() + (f.has_zero ? 1 : 0));
@@ -95,6 +98,16 @@ std::uint32_t random_c(const Format& c, Rng& rng, int lo = -20, int hi = 20) {
   return accumulator_word(c, band_code(c, rng, lo, hi));
 }
 
+// A subnormal of either sign: the smallest and largest ones often, else a random one.
+Code subnormal_code(const Format& f, Rng& rng) {
+  const Code sign = rng.one_in(2) ? f.sign_mask() : 0;
+  switch (rng.next() % 4) {
+    case 0: return sign | 1;
+    case 1: return sign | f.mantissa_mask();
+    default: return sign | Code(rng.uniform(1, f.mantissa_mask()));
+  }
+}
+
 std::uint32_t special_c(const Format& c, Rng& rng) {
   if (c.is_integer()) {
     const std::int64_t margin = rng.uniform(0, 1 << 10);
@@ -105,13 +118,26 @@ std::uint32_t special_c(const Format& c, Rng& rng) {
 
 }  // namespace
 
-Family family_of(std::uint64_t index) { return Family(index % kFamilyCount); }
+Family family_of(std::uint64_t index) { return Family(index % kCycledFamilies); }
 std::string_view to_string(Family f) { return kFamilyNames[std::size_t(f)]; }
 
-Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t index) {
+std::optional<Family> parse_family(std::string_view name) {
+  for (std::size_t i = 0; i < kFamilyNames.size(); ++i)
+    if (kFamilyNames[i] == name) return Family(i);
+  return std::nullopt;
+}
+
+bool applies(Family f, const TileSpec& spec) {
+  return int(f) < kCycledFamilies || !spec.c.is_integer();
+}
+
+Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t index, std::optional<Family> chosen) {
   Rng rng(seed ^ fnv1a(spec.instruction) ^ (index * 0xD1B54A32D192ED03ull));
   const Format &fa = spec.a, &fb = spec.b, &fc = spec.c;
-  const Family family = family_of(index);
+  const Family family = chosen.value_or(family_of(index));
+  if (!applies(family, spec))
+    throw std::invalid_argument("family " + std::string(to_string(family)) + " does not apply to " +
+                                std::string(spec.instruction) + " (it needs a floating accumulator)");
   Tile t;
   t.instruction = spec.instruction;
   t.m = spec.m, t.n = spec.n, t.k = spec.k;
@@ -204,19 +230,34 @@ Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t ind
       fill_c([&] { return random_c(fc, rng, -8, 16); });
       break;
     }
+    case Family::tiny_products:
+      fill([&] { return band_code(fa, rng, -80, -64); }, [&] { return band_code(fb, rng, -80, -64); });
+      fill_c([&] { return accumulator_word(fc, signed_zero(fc, rng)); });
+      break;
+    case Family::subnormal_c: {
+      if (rng.one_in(2)) {
+        fill([&] { return signed_zero(fa, rng); }, [&] { return signed_zero(fb, rng); });
+      } else {
+        const auto smallest = [&](const Format& f) { return band_code(f, rng, f.min_exponent(), f.min_exponent()); };
+        fill([&] { return smallest(fa); }, [&] { return smallest(fb); });
+      }
+      fill_c([&] { return accumulator_word(fc, subnormal_code(fc, rng)); });
+      break;
+    }
   }
   t.extra["family"] = to_string(family);
   t.extra["seed"] = seed;
   t.extra["index"] = index;
-  if (fc.is_integer()) t.extra["c_type"] = t.extra["d_type"] = "s32";
-  else if (fc.code_bits() == 16) t.extra["c_type"] = t.extra["d_type"] = "f16";
+  if (accumulator_type(fc) != "f32") t.extra["c_type"] = t.extra["d_type"] = accumulator_type(fc);
   return t;
 }
 
 std::optional<bool> exact_check(const TileSpec& s, const Tile& t) {
   const bool integer = s.c.is_integer();
-  if (!integer && (!t.extra.contains("index") || family_of(t.extra["index"].get<std::uint64_t>()) != Family::exact))
-    return std::nullopt;
+  const auto family = t.extra.contains("family") && t.extra["family"].is_string()
+                           ? parse_family(t.extra["family"].get_ref<const std::string&>())
+                           : std::nullopt;
+  if (!integer && family != Family::exact) return std::nullopt;
   const bool saturate = s.instruction.find(".satfinite") != std::string_view::npos;
   for (int i = 0; i < s.m; ++i)
     for (int j = 0; j < s.n; ++j) {

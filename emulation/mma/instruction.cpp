@@ -362,30 +362,6 @@ ParsedName family_name(const Family& f, int n, std::vector<std::string> types) {
   return p;
 }
 
-std::string family_pattern(const Family& f) {
-  const auto alternatives = [](const std::vector<std::string_view>& v) {
-    if (v.size() == 1) return std::string(v[0]);
-    std::string s = "{";
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (i) s += '|';
-      s += v[i];
-    }
-    return s + "}";
-  };
-  std::vector<std::string> types;
-  for (const auto* v : {&f.d, &f.a, &f.b, &f.c, &f.s})
-    if (!v->empty()) types.push_back(alternatives(*v));
-  std::string name = canonical_name(family_name(f, f.n.min, types), f.scale_vec);
-  std::string range;
-  if (f.n.max != f.n.min) {
-    const std::string shape = shape_text(f.m, f.n.min, f.k);
-    name.replace(name.find(shape), shape.size(), fmt::format("m{}nNk{}", f.m, f.k));
-    range = fmt::format("  (N = {}..{} step {})", f.n.min, f.n.max, f.n.step);
-  }
-  if (f.scale_vec_optional) range += fmt::format("  (.{} may be left out)", f.scale_vec);
-  return fmt::format("{:<7}{}{}  [{}]", f.arch, name, range, to_string(f.source.status));
-}
-
 std::string normalise_arch(std::string_view arch) {
   std::string a(arch);
   if (a.size() > 3 && (a.back() == 'a' || a.back() == 'f')) a.pop_back();
@@ -409,6 +385,48 @@ std::optional<std::string_view> match(const Family& f, const ParsedName& p) {
   for (std::size_t i = 0; i < slots.size(); ++i)
     if (!allowed(*slots[i], p.types[i])) return std::nullopt;
   return p.scale_vec.empty() ? std::string_view{} : f.scale_vec;
+}
+
+// Concrete names of a family: every type combination at every legal N.
+std::size_t name_count(const Family& f) {
+  std::size_t count = std::size_t((f.n.max - f.n.min) / f.n.step + 1);
+  for (const auto* slot : {&f.d, &f.a, &f.b, &f.c, &f.s})
+    if (!slot->empty()) count *= slot->size();
+  return count;
+}
+
+// A family is verified only in its recorded names; the others share the model (inferred).
+std::string status_text(const Family& f) {
+  const std::size_t recorded = std::count_if(f.recorded.begin(), f.recorded.end(), [&](std::string_view name) {
+    const auto parsed = parse_name(name);
+    return std::holds_alternative<ParsedName>(parsed) && match(f, std::get<ParsedName>(parsed));
+  });
+  if (f.source.status != Verification::verified || recorded == name_count(f)) return std::string(to_string(f.source.status));
+  return fmt::format("verified: {} of {} names recorded, the rest inferred", recorded, name_count(f));
+}
+
+std::string family_pattern(const Family& f) {
+  const auto alternatives = [](const std::vector<std::string_view>& v) {
+    if (v.size() == 1) return std::string(v[0]);
+    std::string s = "{";
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (i) s += '|';
+      s += v[i];
+    }
+    return s + "}";
+  };
+  std::vector<std::string> types;
+  for (const auto* v : {&f.d, &f.a, &f.b, &f.c, &f.s})
+    if (!v->empty()) types.push_back(alternatives(*v));
+  std::string name = canonical_name(family_name(f, f.n.min, types), f.scale_vec);
+  std::string range;
+  if (f.n.max != f.n.min) {
+    const std::string shape = shape_text(f.m, f.n.min, f.k);
+    name.replace(name.find(shape), shape.size(), fmt::format("m{}nNk{}", f.m, f.k));
+    range = fmt::format("  (N = {}..{} step {})", f.n.min, f.n.max, f.n.step);
+  }
+  if (f.scale_vec_optional) range += fmt::format("  (.{} may be left out)", f.scale_vec);
+  return fmt::format("{:<7}{}{}  [{}]", f.arch, name, range, status_text(f));
 }
 
 std::optional<layout::Fragment> a_fragment(Issue issue, int k) {

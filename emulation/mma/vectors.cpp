@@ -2,6 +2,7 @@
 
 #include "emulation/convert.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -34,20 +35,27 @@ std::optional<std::string> read_hex_field(const nlohmann::json& j, const char* n
   if (width != 1 && width != 2 && width != 4 && width != 8)
     return std::string("field '") + name + "': " + std::to_string(width) + " hex digits per element (expected 1, 2, 4 or 8)";
   if (digits) *digits = width;
-  out.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    std::uint32_t v = 0;
-    const char* first = s.data() + i * width;
-    auto [ptr, ec] = std::from_chars(first, first + width, v, 16);
-    if (ec != std::errc{} || ptr != first + width)
-      return std::string("field '") + name + "': element " + std::to_string(i) + " '" + std::string(first, width) +
-             "' is not hex";
-    out[i] = T(v);
-  }
+  std::vector<Code> codes;
+  if (auto e = read_hex_codes(s, width, codes)) return std::string("field '") + name + "': " + *e;
+  out.assign(codes.begin(), codes.end());
   return std::nullopt;
 }
 
 }  // namespace
+
+std::optional<std::string> read_hex_codes(std::string_view s, int digits, std::vector<Code>& out) {
+  if (digits < 1 || digits > 8 || s.size() % std::size_t(digits) != 0)
+    return std::to_string(s.size()) + " hex digits are not a whole number of " + std::to_string(digits) + "-digit codes";
+  const auto lower_hex = [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); };
+  out.resize(s.size() / std::size_t(digits));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const char* first = s.data() + i * std::size_t(digits);
+    auto [ptr, ec] = std::from_chars(first, first + digits, out[i], 16);
+    if (ec != std::errc{} || ptr != first + digits || !std::all_of(first, first + digits, lower_hex))
+      return "element " + std::to_string(i) + " '" + std::string(first, std::size_t(digits)) + "' is not lower-case hex";
+  }
+  return std::nullopt;
+}
 
 std::string to_json_line(const Tile& t) {
   const auto mk = std::size_t(t.m) * t.k, kn = std::size_t(t.k) * t.n, mn = std::size_t(t.m) * t.n;
@@ -105,6 +113,11 @@ std::uint32_t accumulator_word(const Format& f, Code code) {
   const std::uint32_t sign = (code & f.sign_mask()) ? 0x80000000u : 0u;
   if (f.is_nan_code(code)) return sign | 0x7f800000u | ((code & f.mantissa_mask()) << (23 - f.mantissa_bits));
   return std::bit_cast<std::uint32_t>(float(decode(f, code)));
+}
+
+std::string_view accumulator_type(const Format& f) {
+  if (f.is_integer()) return "s32";
+  return f.code_bits() == 16 ? "f16" : "f32";
 }
 
 std::optional<Code> accumulator_code(const Format& f, std::uint32_t word) {

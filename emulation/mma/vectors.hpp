@@ -38,10 +38,16 @@ struct ParsedTile {
 // Element widths are read off the field lengths (len(a) / (m*k) hex digits per code).
 ParsedTile parse_tile_line(std::string_view line);
 
+// Splits s into codes of `digits` lower-case hex digits each (the spec's spelling); the error
+// names the first element that is not.
+std::optional<std::string> read_hex_codes(std::string_view s, int digits, std::vector<Code>& out);
+
 // How C and D are recorded: fp32 and s32 as their own 32-bit patterns; fp16 as the binary32
 // pattern of the value widened exactly (NaN payloads kept), so a reader that ignores c_type
 // still reads the right values.
 std::uint32_t accumulator_word(const Format& accumulator, Code code);
+// The accumulator's name in the optional "c_type"/"d_type" fields: "f32", "f16" or "s32".
+std::string_view accumulator_type(const Format& accumulator);
 // The accumulator code a recorded word stands for; nothing when the word holds no value of the
 // format exactly.
 std::optional<Code> accumulator_code(const Format& accumulator, std::uint32_t word);

@@ -1,10 +1,11 @@
 #include "emulation/mma/verify.hpp"
 
-#include <charconv>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "emulation/mma/arithmetic.hpp"
+#include "emulation/mma/gemm.hpp"
 
 namespace lowbit::mma {
 namespace {
@@ -16,11 +17,7 @@ std::optional<std::string> read_scales(const Tile& tile, const char* name, std::
     return fmt::format("field '{}' (a hex string of {} scale codes) is missing", name, count);
   const auto& s = tile.extra[name].get_ref<const std::string&>();
   if (s.size() != 2 * count) return fmt::format("field '{}' has {} hex digits, expected {}", name, s.size(), 2 * count);
-  out.resize(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    auto [ptr, ec] = std::from_chars(s.data() + 2 * i, s.data() + 2 * i + 2, out[i], 16);
-    if (ec != std::errc{} || ptr != s.data() + 2 * i + 2) return fmt::format("field '{}': element {} is not hex", name, i);
-  }
+  if (auto e = read_hex_codes(s, 2, out)) return fmt::format("field '{}': {}", name, *e);
   return std::nullopt;
 }
 
@@ -40,9 +37,19 @@ TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
     return v;
   }
   const Atom& at = v.instruction->atom;
-  if (tile.m != at.m || tile.n != at.n || tile.k != at.k) {
-    v.error = fmt::format("shape m{}n{}k{} in the line, but {} is m{}n{}k{}", tile.m, tile.n, tile.k, at.name, at.m,
-                          at.n, at.k);
+  // A K-loop tile (field "mmas_per_flush") runs the instruction over K = tile.k as gemm() does.
+  std::optional<int> flush;
+  if (tile.extra.contains("mmas_per_flush")) {
+    const auto& f = tile.extra["mmas_per_flush"];
+    if (!f.is_number_integer() || f.get<long long>() < 0 || f.get<long long>() > tile.k)
+      return v.error = fmt::format("field 'mmas_per_flush' is {}, not an integer in 0..K", f.dump()), v;
+    flush = f.get<int>();
+  }
+  if (tile.m != at.m || tile.n != at.n || (flush ? tile.k % at.k != 0 : tile.k != at.k)) {
+    v.error = flush ? fmt::format("K-loop shape m{}n{}k{} in the line, but {} needs m{}n{} and K a multiple of {}",
+                                  tile.m, tile.n, tile.k, at.name, at.m, at.n, at.k)
+                    : fmt::format("shape m{}n{}k{} in the line, but {} is m{}n{}k{}", tile.m, tile.n, tile.k, at.name,
+                                  at.m, at.n, at.k);
     return v;
   }
   if (tile.a_digits != hex_digits(at.a) || tile.b_digits != hex_digits(at.b)) {
@@ -51,26 +58,53 @@ TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
                           hex_digits(at.b));
     return v;
   }
+  // Flushed K loops keep C and D in the fp32 accumulator the kernel adds into.
+  const Format& c_format = flush > 0 ? formats::fp32 : at.c;
+  const Format& d_format = flush > 0 ? formats::fp32 : at.d;
+  for (auto [field, accumulator] : {std::pair{"c_type", &c_format}, std::pair{"d_type", &d_format}}) {
+    if (!tile.extra.contains(field)) continue;
+    const auto& value = tile.extra[field];
+    const std::string_view expected = accumulator_type(*accumulator);
+    if (!value.is_string() || value.get_ref<const std::string&>() != expected)
+      return v.error = fmt::format("field '{}' is {}, but {} takes {}", field, value.dump(), at.name, expected), v;
+  }
   std::vector<Code> scale_a, scale_b;
   if (at.scale) {
-    const auto columns = std::size_t(at.scale_columns());
+    const auto columns = std::size_t(tile.k / at.scale_block);
     if (auto e = read_scales(tile, "scale_a", std::size_t(at.m) * columns, scale_a)) return v.error = *e, v;
     if (auto e = read_scales(tile, "scale_b", columns * std::size_t(at.n), scale_b)) return v.error = *e, v;
   }
   // Files hold fp16 accumulators widened to binary32 (accumulator_word); the model takes codes.
   std::vector<std::uint32_t> c(tile.c);
   for (std::size_t i = 0; i < c.size(); ++i) {
-    const auto code = accumulator_code(at.c, c[i]);
-    if (!code) return v.error = fmt::format("C word {} (0x{:08x}) is not a value of {}", i, c[i], format_name(at.c)), v;
+    const auto code = accumulator_code(c_format, c[i]);
+    if (!code) return v.error = fmt::format("C word {} (0x{:08x}) is not a value of {}", i, c[i], format_name(c_format)), v;
     c[i] = *code;
   }
-  const TileInputs in{tile.a, tile.b, c, scale_a, scale_b};
-  if (auto why = check_inputs(at, in)) return v.error = *why, v;
   if (tile.d.size() != tile.c.size()) return v.error = "D and C differ in size", v;
-  const auto d = execute(*v.instruction, in);
+  std::vector<std::uint32_t> d;
+  if (flush) {
+    const auto matrix = [](const auto& codes, int rows, int cols) {
+      return MatrixCode(MatrixView<std::uint32_t>(codes.data(), rows, cols));
+    };
+    const MatrixCode a = matrix(tile.a, tile.m, tile.k), b = matrix(tile.b, tile.k, tile.n), cm = matrix(c, tile.m, tile.n);
+    const int blocks = at.scale ? tile.k / at.scale_block : 0;
+    const MatrixCode sa = matrix(scale_a, at.scale ? tile.m : 0, blocks), sb = matrix(scale_b, blocks, at.scale ? tile.n : 0);
+    try {
+      const MatrixCode out = gemm(*v.instruction, {a, b, cm, at.scale ? &sa : nullptr, at.scale ? &sb : nullptr},
+                                  KLoop{*flush, false});
+      d.assign(out.data(), out.data() + out.size());
+    } catch (const std::invalid_argument& e) {
+      return v.error = e.what(), v;
+    }
+  } else {
+    const TileInputs in{tile.a, tile.b, c, scale_a, scale_b};
+    if (auto why = check_inputs(at, in)) return v.error = *why, v;
+    d = execute(*v.instruction, in);
+  }
   v.outputs = d.size();
   for (std::size_t i = 0; i < d.size(); ++i)
-    if (const std::uint32_t emulated = accumulator_word(at.d, d[i]); emulated != tile.d[i])
+    if (const std::uint32_t emulated = accumulator_word(d_format, d[i]); emulated != tile.d[i])
       v.mismatches.push_back({int(i) / at.n, int(i) % at.n, tile.d[i], emulated});
   v.outcome = v.mismatches.empty() ? TileVerdict::Outcome::passed : TileVerdict::Outcome::mismatched;
   return v;
@@ -98,7 +132,8 @@ std::vector<NeighbourModel> neighbouring_models(const Model& model) {
   });
   if (p.unpack_to) add("operands not unpacked", [](FusedDotAdd& q) { q.unpack_to.reset(); });
   if (p.interleave) add("consecutive chunks", [](FusedDotAdd& q) { q.interleave = 0; });
-  for (int e : {-126, -140, -1000})
+  // One step either way (does a tile pin e_zero to one integer?) and a few far values.
+  for (int e : std::set<int>{p.zero_exponent - 1, p.zero_exponent + 1, -126, -140, -1000})
     if (e != p.zero_exponent) add(fmt::format("e_zero = {}", e), [e](FusedDotAdd& q) { q.zero_exponent = e; });
   return out;
 }

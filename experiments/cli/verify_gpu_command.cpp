@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "emulation/mma/families.hpp"
 #include "emulation/mma/vector_file.hpp"
@@ -20,9 +21,20 @@ struct Args {
   std::uint64_t tiles = 100000;
   std::uint64_t seed = 1;
   std::vector<std::string> only;
+  std::vector<std::string> family_names;  // empty: the default cycle
+  std::vector<mma::Family> families;      // tile i has families[i mod size]
   std::uint64_t sample_outputs = 65536;
   std::uint64_t keep_failures = 200;
   std::string output_dir;
+  bool kloop = false;
+};
+
+// What one row of the table runs: an instruction once per tile, or a whole K loop through it.
+struct Job {
+  mma::TileSpec spec;                // the tiles' shape (k = the K loop's depth for K-loop jobs)
+  std::string label;                 // the row's name; also names the sample and failure files
+  std::optional<int> mmas_per_flush;  // K-loop jobs: recorded in each tile, read back by verify_tile
+  void (*run)(std::span<mma::Tile> tiles);
 };
 
 struct Row {
@@ -30,7 +42,7 @@ struct Row {
   std::string model;  // the emulator's verification status of its model, or "none" (not modeled)
   std::uint64_t tiles = 0, passed = 0, failed = 0, exact_checked = 0, exact_failed = 0, failures_kept = 0;
   std::vector<std::string> first_failures;  // "tile i: n of m outputs differ (row, col: gpu / emulator) ..."
-  double seconds = 0;
+  double seconds = 0, generate_seconds = 0, gpu_seconds = 0, check_seconds = 0;
 };
 
 // A tile failed when the model disagrees on any output bit or the exact check fails.
@@ -61,16 +73,23 @@ bool selected(const Args& args, std::string_view instruction) {
          std::any_of(args.only.begin(), args.only.end(), [&](const auto& s) { return instruction.find(s) != std::string_view::npos; });
 }
 
-// Writes OUTPUT_DIR/sample/<instruction>.jsonl.gz and, for failing tiles only,
-// OUTPUT_DIR/failures/<instruction>.jsonl.gz.
-Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& gpu, const Args& args) {
+double seconds_since(std::chrono::steady_clock::time_point& since) {
+  const auto now = std::chrono::steady_clock::now();
+  const double seconds = std::chrono::duration<double>(now - since).count();
+  since = now;
+  return seconds;
+}
+
+// Writes OUTPUT_DIR/sample/<label>.jsonl.gz and, for failing tiles only,
+// OUTPUT_DIR/failures/<label>.jsonl.gz.
+Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
   const auto start = std::chrono::steady_clock::now();
-  const mma::TileSpec& s = probe.spec;
+  const mma::TileSpec& s = job.spec;
   const std::uint64_t outputs = std::uint64_t(s.m) * s.n;
   const std::uint64_t batch = std::max<std::uint64_t>(64, (std::uint64_t{1} << 21) / outputs);
-  const std::uint64_t sample_tiles = std::max<std::uint64_t>(mma::kFamilyCount, args.sample_outputs / outputs);
+  const std::uint64_t sample_tiles = std::max<std::uint64_t>(args.families.size(), args.sample_outputs / outputs);
   Row row;
-  row.instruction = s.instruction;
+  row.instruction = job.label;
   row.model = "none";
   std::optional<mma::LineWriter> sample, failures;
   const std::string file_name = row.instruction + ".jsonl.gz";
@@ -87,17 +106,22 @@ Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& g
     const std::size_t count = std::size_t(std::min(batch, args.tiles - first));
     tiles.resize(count);
     results.assign(count, {});
+    auto phase = std::chrono::steady_clock::now();
     parallel_for(count, [&](std::size_t i, unsigned) {
-      tiles[i] = mma::make_input_tile(s, args.seed, first + i);
+      tiles[i] = mma::make_input_tile(s, args.seed, first + i, args.families[(first + i) % args.families.size()]);
       tiles[i].arch = gpu.arch;
       tiles[i].device = gpu.name;
+      if (job.mmas_per_flush) tiles[i].extra["mmas_per_flush"] = *job.mmas_per_flush;
     });
-    probe.run(tiles);
+    row.generate_seconds += seconds_since(phase);
+    job.run(tiles);
+    row.gpu_seconds += seconds_since(phase);
     parallel_for(count, [&](std::size_t i, unsigned) {
       results[i].exact = mma::exact_check(s, tiles[i]);
       results[i].modeled = modeled;
       if (modeled) results[i].verdict = mma::verify_tile(tiles[i]);
     });
+    row.check_seconds += seconds_since(phase);
     for (std::size_t i = 0; i < count; ++i) {
       const TileResult& r = results[i];
       row.exact_checked += r.exact.has_value();
@@ -120,34 +144,73 @@ Row verify_instruction(const kernels::MmaProbe& probe, const kernels::GpuInfo& g
   return row;
 }
 
-int run_verify_gpu(const Args& args) {
+// Whether every chosen family applies to the instruction (the targeted ones need floating accumulators).
+bool families_apply(const Args& args, const mma::TileSpec& spec) {
+  return std::all_of(args.families.begin(), args.families.end(), [&](mma::Family f) { return mma::applies(f, spec); });
+}
+
+int run_verify_gpu(Args args) {
+  for (const auto& name : args.family_names) {
+    const auto family = mma::parse_family(name);
+    if (!family) {
+      std::string known;
+      for (int f = 0; f < mma::kFamilyCount; ++f) known += fmt::format(" {}", mma::to_string(mma::Family(f)));
+      fmt::print(stderr, "lowbit verify-gpu: --families: unknown family '{}' (families:{})\n", name, known);
+      return 2;
+    }
+    args.families.push_back(*family);
+  }
+  if (args.families.empty())
+    for (int f = 0; f < mma::kCycledFamilies; ++f) args.families.push_back(mma::Family(f));
   const auto gpu = require_gpu("verify-gpu");
   if (!gpu) return kSkipped;
-  std::vector<const kernels::MmaProbe*> probes;
-  for (const auto& p : kernels::mma_probes())
-    if (selected(args, p.spec.instruction)) probes.push_back(&p);
-  if (probes.empty()) {
-    fmt::print(stderr, "lowbit verify-gpu: --only matches no probed instruction\n");
+  std::vector<Job> jobs;
+  const auto add = [&](const mma::TileSpec& spec, std::string label, std::optional<int> flush, auto run) {
+    if (!selected(args, label)) return;
+    if (!families_apply(args, spec))
+      fmt::print(stderr, "lowbit verify-gpu: {}: skipped (a chosen family needs a floating accumulator)\n", label);
+    else
+      jobs.push_back({spec, std::move(label), flush, run});
+  };
+  if (args.kloop) {
+    for (const auto& p : kernels::wgmma_kloop_probes()) {
+      const mma::TileSpec& s = p.spec;
+      const int depth = p.steps * s.k;
+      add({s.instruction, s.m, s.n, depth, s.a, s.b, s.c},
+          fmt::format("{}.kloop-K{}-flush{}", s.instruction, depth, p.mmas_per_flush), p.mmas_per_flush, p.run);
+    }
+  } else {
+    for (const auto& p : kernels::mma_probes()) add(p.spec, std::string(p.spec.instruction), std::nullopt, p.run);
+  }
+  if (jobs.empty()) {
+    fmt::print(stderr, "lowbit verify-gpu: --only and --families leave no probed instruction\n");
     return 2;
   }
   nlohmann::ordered_json doc;
   doc["what"] = "tensor-core instructions run on the GPU on generated tiles, checked tile by tile";
   std::string command = fmt::format("lowbit verify-gpu --tiles {} --seed {} --sample-outputs {}", args.tiles, args.seed,
                                     args.sample_outputs);
+  if (args.kloop) command += " --kloop";
   for (const auto& o : args.only) command += " --only " + o;
+  if (!args.family_names.empty()) command += fmt::format(" --families {}", fmt::join(args.family_names, ","));
   doc["command"] = command;
   doc["seed"] = args.seed;
+  doc["families"] = nlohmann::ordered_json::array();
+  for (auto f : args.families) doc["families"].push_back(mma::to_string(f));
   doc["provenance"] = gpu_provenance(*gpu);
   doc["complete"] = false;
   doc["instructions"] = nlohmann::ordered_json::array();
   std::vector<Row> rows;
   bool failed = false;
-  for (const auto* p : probes) {
-    rows.push_back(verify_instruction(*p, *gpu, args));
+  for (const auto& job : jobs) {
+    rows.push_back(verify_job(job, *gpu, args));
     const Row& r = rows.back();
     failed = failed || r.failed || r.exact_failed || !r.first_failures.empty();
-    fmt::print(stderr, "{:<60} {:>8} tiles {:>8} passed {:>8} failed  exact {}/{} failed  model {}  {:.1f} s\n",
-               r.instruction, r.tiles, r.passed, r.failed, r.exact_failed, r.exact_checked, r.model, r.seconds);
+    fmt::print(stderr,
+               "{:<60} {:>8} tiles {:>8} passed {:>8} failed  exact {}/{} failed  model {}  {:.1f} s (generate {:.1f}, "
+               "gpu {:.1f}, check {:.1f})\n",
+               r.instruction, r.tiles, r.passed, r.failed, r.exact_failed, r.exact_checked, r.model, r.seconds,
+               r.generate_seconds, r.gpu_seconds, r.check_seconds);
     for (const auto& f : r.first_failures) fmt::print(stderr, "    {}\n", f);
     doc["instructions"].push_back({{"instruction", r.instruction},
                                    {"tiles", r.tiles},
@@ -158,9 +221,12 @@ int run_verify_gpu(const Args& args) {
                                    {"exact_failed", r.exact_failed},
                                    {"failures_kept", r.failures_kept},
                                    {"first_failures", r.first_failures},
-                                   {"seconds", r.seconds}});
+                                   {"seconds", r.seconds},
+                                   {"seconds_generate", r.generate_seconds},
+                                   {"seconds_gpu", r.gpu_seconds},
+                                   {"seconds_check", r.check_seconds}});
     // Rewritten after every instruction, so a run cut short keeps what it finished.
-    doc["complete"] = rows.size() == probes.size();
+    doc["complete"] = rows.size() == jobs.size();
     if (!args.output_dir.empty()) write_json(args.output_dir + "/verify-gpu.json", doc);
   }
   fmt::print("{:<60} {:>8} {:>8} {:>8} {:>13}  {}\n", "instruction", "tiles", "passed", "failed", "exact-failed", "model");
@@ -186,6 +252,15 @@ void add_verify_gpu_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", args->seed, "Seed of the generated tiles (tile i of an instruction depends on seed and i only)")
       ->capture_default_str();
   cmd->add_option("--only", args->only, "Keep only instructions whose PTX name contains one of these texts")->delimiter(',');
+  cmd->add_option("--families", args->family_names,
+                  "Tile families to cycle through (default: the nine standard ones, random .. wide_band); the targeted "
+                  "families tiny_products (settles the zero-term exponent) and subnormal_c (whether C's subnormals "
+                  "are flushed) run only when named here")
+      ->delimiter(',');
+  cmd->add_flag("--kloop", args->kloop,
+               "Run whole K loops instead of single instructions: wgmma m64n8 f16, bf16, e4m3, e5m2 -> f32, 8 MMAs per "
+               "tile, one accumulator chained from C or a fresh one added into an fp32 accumulator every 1, 2, 4 or 8 "
+               "MMAs, checked against the emulator's gemm() (the rows are named <instruction>.kloop-K<K>-flush<f>)");
   cmd->add_option("--sample-outputs", args->sample_outputs,
                   "Outputs per instruction to record in OUTPUT_DIR/sample/ (the first tiles; at least one per family)")
       ->capture_default_str();

@@ -15,10 +15,13 @@ namespace {
 
 struct VerifyArgs {
   std::vector<std::string> files;
-  int details = 5;  // failing tiles shown in full
+  int details = 5;  // mismatching tiles shown in full (rejected lines are all listed)
   int outputs = 4;  // differing outputs shown per failing tile
   bool neighbours = false;
 };
+
+// Rejected lines are listed one by one up to this many (a file of nothing but bad lines stays readable).
+constexpr std::size_t kRejectedListed = 1000;
 
 struct Counts {
   std::size_t passed = 0, failed = 0;
@@ -42,19 +45,22 @@ void print_neighbours(const std::map<std::string, std::vector<mma::Tile>>& check
 int run_verify(const VerifyArgs& args) {
   Counts total;
   std::map<std::string, Counts> by_instruction;  // "arch instruction"
-  std::vector<std::string> failures;             // one paragraph per failed tile, in file order
+  std::vector<std::string> rejected;    // lines that could not be checked (malformed, not fitting), in file order
+  std::vector<std::string> mismatched;  // one paragraph per tile whose outputs differ, in file order
   std::map<std::string, std::vector<mma::Tile>> checked;  // --neighbours: the tiles that passed, by instruction
   bool unknown = false, unreadable = false;
-  const auto fail = [&](const std::string& text) {
+  const auto fail = [&](std::vector<std::string>& list, const std::string& text) {
     ++total.failed;
-    failures.push_back(text);
+    list.push_back(text);
   };
   for (const auto& path : args.files) {
+    std::size_t tiles_in_file = 0;
     const auto error = mma::for_each_line(path, [&](std::size_t number, std::string_view text) {
       if (text.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank line
+      ++tiles_in_file;
       const std::string where = fmt::format("{}:{}", path, number);
       const auto parsed = mma::parse_tile_line(text);
-      if (!parsed.tile) return fail(fmt::format("{}: malformed line: {}", where, parsed.error));
+      if (!parsed.tile) return fail(rejected, fmt::format("{}: malformed line: {}", where, parsed.error));
       const mma::Tile& tile = *parsed.tile;
       const auto verdict = mma::verify_tile(tile);
       Counts& counts = by_instruction[tile.arch + " " + tile.instruction];
@@ -67,7 +73,7 @@ int run_verify(const VerifyArgs& args) {
       ++counts.failed;
       if (verdict.outcome == mma::TileVerdict::Outcome::rejected) {
         unknown = unknown || verdict.unknown_instruction;
-        return fail(fmt::format("{}: {}", where, verdict.error));
+        return fail(rejected, fmt::format("{}: {}", where, verdict.error));
       }
       std::string text_out = fmt::format("{}: {} on {}: {} of {} outputs differ (row, col: recorded / emulated)", where,
                                          tile.instruction, tile.arch, verdict.mismatches.size(), verdict.outputs);
@@ -75,20 +81,28 @@ int run_verify(const VerifyArgs& args) {
         const auto& m = verdict.mismatches[i];
         text_out += fmt::format("\n    ({:3}, {:3}): {:08x} / {:08x}", m.row, m.col, m.recorded, m.emulated);
       }
-      fail(text_out);
+      fail(mismatched, text_out);
     });
     if (error) {
       fmt::print(stderr, "lowbit verify-vectors: {}\n", *error);
+      unreadable = true;
+    } else if (tiles_in_file == 0) {
+      fmt::print(stderr, "lowbit verify-vectors: {}: no tiles (an empty file)\n", path);
       unreadable = true;
     }
   }
 
   fmt::print("{:<72} {:>7} {:>7}\n", "instruction", "passed", "failed");
   for (const auto& [name, counts] : by_instruction) fmt::print("{:<72} {:>7} {:>7}\n", name, counts.passed, counts.failed);
-  if (!failures.empty()) {
-    fmt::print("\nfirst {} of {} failed tiles:\n", std::min<std::size_t>(failures.size(), std::size_t(args.details)),
-               failures.size());
-    for (std::size_t i = 0; i < failures.size() && int(i) < args.details; ++i) fmt::print("  {}\n", failures[i]);
+  if (!rejected.empty()) {
+    fmt::print("\n{} lines rejected:\n", rejected.size());
+    for (std::size_t i = 0; i < rejected.size() && i < kRejectedListed; ++i) fmt::print("  {}\n", rejected[i]);
+    if (rejected.size() > kRejectedListed) fmt::print("  ... and {} more\n", rejected.size() - kRejectedListed);
+  }
+  if (!mismatched.empty()) {
+    fmt::print("\nfirst {} of {} tiles with differing outputs:\n",
+               std::min<std::size_t>(mismatched.size(), std::size_t(args.details)), mismatched.size());
+    for (std::size_t i = 0; i < mismatched.size() && int(i) < args.details; ++i) fmt::print("  {}\n", mismatched[i]);
   }
   if (args.neighbours) print_neighbours(checked);
   if (unknown) {
@@ -107,10 +121,13 @@ void add_verify_vectors_command(CLI::App& app, int& exit_code) {
       "verify-vectors",
       "Recompute every recorded tile of MMA test-vector files (.jsonl or .jsonl.gz) with the emulator and compare "
       "every output bit. Prints a table per instruction, the first failing tiles with their differing outputs in "
-      "hex, and last 'N passed, M failed'. Exits 1 if any tile failed (malformed lines and tiles that do not fit "
-      "their instruction count as failed).");
+      "hex, every rejected line (malformed, or not fitting its instruction) with its line number, and last "
+      "'N passed, M failed'. Exits 1 if any tile failed (rejected lines count as failed) or a file is unreadable or "
+      "holds no tiles.");
   cmd->add_option("FILE", args->files, "Vector files (shared/spec/mma-vectors.md)")->required()->check(CLI::ExistingFile);
-  cmd->add_option("--details", args->details, "How many failing tiles to show")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--details", args->details, "How many tiles with differing outputs to show in full")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option("--outputs", args->outputs, "How many differing outputs to show per failing tile")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--neighbours", args->neighbours,

@@ -1,5 +1,6 @@
 // The GPU probes' inputs and recording, checked on the CPU: the test families have the
-// properties docs/gpu-probes.md claims, tiles are reproducible from (seed, index), f16
+// properties docs/gpu-probes.md claims, tiles are reproducible from (seed, index, family) (the
+// recorded samples too), the targeted families can tell the models they target apart, f16
 // accumulator words round-trip, and the exact check tells right from wrong results.
 #include <catch2/catch.hpp>
 
@@ -8,8 +9,10 @@
 #include <filesystem>
 
 #include "emulation/convert.hpp"
+#include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/families.hpp"
 #include "emulation/mma/vector_file.hpp"
+#include "emulation/mma/verify.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
@@ -45,12 +48,12 @@ TEST_CASE("tiles are reproducible from seed and index, and differ otherwise", "[
   CHECK(a.b == b.b);
   CHECK(a.c == b.c);
   CHECK(make_input_tile(kFp8, 8, 12).a != a.a);
-  CHECK(make_input_tile(kFp8, 7, 12 + kFamilyCount).a != a.a);
+  CHECK(make_input_tile(kFp8, 7, 12 + kCycledFamilies).a != a.a);
   CHECK(a.extra["family"] == "dominant");  // 12 mod 9 = 3
 }
 
 TEST_CASE("each family has its property", "[probes]") {
-  for (std::uint64_t index = 0; index < 4 * kFamilyCount; ++index) {
+  for (std::uint64_t index = 0; index < 4 * kCycledFamilies; ++index) {
     const Tile t = make_input_tile(kFp8, 1, index);
     REQUIRE(t.a.size() == 16u * 32);
     REQUIRE(t.b.size() == 32u * 8);
@@ -76,7 +79,7 @@ TEST_CASE("each family has its property", "[probes]") {
   }
   // Specials: across a few tiles, NaN and Inf appear in B (e5m2 has both) and NaN in A (e4m3).
   bool a_nan = false, b_nan = false, b_inf = false, c_nan = false;
-  for (std::uint64_t index = 6; index < 60 * kFamilyCount; index += kFamilyCount) {
+  for (std::uint64_t index = 6; index < 60 * kCycledFamilies; index += kCycledFamilies) {
     const Tile t = make_input_tile(kFp8, 1, index);
     for (Code c : t.a) a_nan |= formats::e4m3.is_nan_code(c);
     for (Code c : t.b) b_nan |= formats::e5m2.is_nan_code(c), b_inf |= formats::e5m2.is_inf_code(c);
@@ -90,7 +93,7 @@ TEST_CASE("each family has its property", "[probes]") {
 
 TEST_CASE("cancellation tiles sum to zero unless perturbed", "[probes]") {
   int zero_tiles = 0;
-  for (std::uint64_t index = 7; index < 40 * kFamilyCount; index += kFamilyCount) {
+  for (std::uint64_t index = 7; index < 40 * kCycledFamilies; index += kCycledFamilies) {
     Tile t = make_input_tile(kS4Sat, 3, index);
     fill_exact_d(kS4Sat, t);
     const bool all_zero = std::all_of(t.d.begin(), t.d.end(), [](auto w) { return w == 0u; });
@@ -152,7 +155,7 @@ TEST_CASE("exact_check wraps plain s32 and saturates .satfinite", "[probes]") {
 TEST_CASE("tiles survive a gzip JSON Lines round trip", "[probes]") {
   const auto path = (std::filesystem::temp_directory_path() / "lowbit-test-tiles.jsonl.gz").string();
   std::vector<Tile> tiles;
-  for (std::uint64_t i = 0; i < 2 * kFamilyCount; ++i) {
+  for (std::uint64_t i = 0; i < 2 * kCycledFamilies; ++i) {
     tiles.push_back(make_input_tile(kF16Acc, 5, i));
     tiles.back().d = tiles.back().c;
   }
@@ -175,4 +178,76 @@ TEST_CASE("tiles survive a gzip JSON Lines round trip", "[probes]") {
   CHECK_FALSE(error.has_value());
   CHECK(count == tiles.size());
   std::filesystem::remove(path);
+}
+
+TEST_CASE("every recorded probe tile is regenerated from its seed, index and family", "[probes]") {
+  std::size_t regenerated = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(LOWBIT_SOURCE_DIR "/results/vectors/sm90")) {
+    const auto error = for_each_line(entry.path().string(), [&](std::size_t, std::string_view line) {
+      const auto parsed = parse_tile_line(line);
+      REQUIRE(parsed.tile.has_value());
+      const Tile& recorded = *parsed.tile;
+      const auto family = parse_family(recorded.extra["family"].get<std::string>());
+      REQUIRE(family.has_value());
+      const Atom atom = find_instruction(recorded.arch, recorded.instruction).atom;
+      const TileSpec spec{atom.name, atom.m, atom.n, atom.k, atom.a, atom.b, atom.c};
+      const Tile fresh = make_input_tile(spec, recorded.extra["seed"].get<std::uint64_t>(),
+                                         recorded.extra["index"].get<std::uint64_t>(), *family);
+      CHECK(fresh.a == recorded.a);
+      CHECK(fresh.b == recorded.b);
+      CHECK(fresh.c == recorded.c);
+      ++regenerated;
+    });
+    REQUIRE_FALSE(error.has_value());
+  }
+  CHECK(regenerated >= 1997);
+}
+
+TEST_CASE("targeted families: chosen by name, floating accumulators only", "[probes]") {
+  CHECK(parse_family("tiny_products") == Family::tiny_products);
+  CHECK(parse_family("subnormal_c") == Family::subnormal_c);
+  CHECK_FALSE(parse_family("tiny").has_value());
+  for (int f = 0; f < kFamilyCount; ++f) CHECK(parse_family(to_string(Family(f))) == Family(f));
+  CHECK(applies(Family::tiny_products, kFp8));
+  CHECK_FALSE(applies(Family::tiny_products, kS4Sat));
+  CHECK_FALSE(applies(Family::subnormal_c, kS4Sat));
+  CHECK(applies(Family::random, kS4Sat));
+  CHECK_THROWS_AS(make_input_tile(kS4Sat, 1, 0, Family::subnormal_c), std::invalid_argument);
+  const Tile t = make_input_tile(kF16Acc, 1, 3, Family::subnormal_c);
+  CHECK(t.extra["family"] == "subnormal_c");
+  for (auto w : t.c) {
+    const Code c = *accumulator_code(formats::fp16, w);
+    CHECK((c & 0x7c00) == 0);  // exponent field 0
+    CHECK((c & 0x03ff) != 0);  // not zero: a subnormal
+  }
+}
+
+namespace {
+// How many of `tiles` tiles of `family` fail when the model that produced D is replaced by
+// `neighbour` (D computed by the registry's model, as the GPU would if the model is right).
+std::size_t tiles_telling_apart(const char* instruction, Family family, const Model& neighbour, int tiles) {
+  const Instruction in = find_instruction("sm_90", instruction);
+  const TileSpec spec{in.atom.name, in.atom.m, in.atom.n, in.atom.k, in.atom.a, in.atom.b, in.atom.c};
+  std::size_t failing = 0;
+  for (int i = 0; i < tiles; ++i) {
+    Tile t = make_input_tile(spec, 1, std::uint64_t(i), family);
+    t.arch = "sm_90";
+    t.d = execute(in, {t.a, t.b, t.c});
+    failing += verify_tile(t, neighbour).outcome != TileVerdict::Outcome::passed;
+  }
+  return failing;
+}
+}  // namespace
+
+TEST_CASE("tiny_products tiles pin the zero-term exponent of bf16 to one integer", "[probes]") {
+  for (const char* name : {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16"}) {
+    const Model model = find_instruction("sm_90", name).model;
+    REQUIRE(model.fused.zero_exponent == -133);
+    for (int e : {-126, -132, -134, -140, -1000}) {
+      Model neighbour = model;
+      neighbour.fused.zero_exponent = e;
+      INFO(name << ": e_zero = " << e);
+      CHECK(tiles_telling_apart(name, Family::tiny_products, neighbour, 200) >= 10);
+    }
+  }
 }

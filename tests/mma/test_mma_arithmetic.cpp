@@ -113,6 +113,53 @@ TEST_CASE("Hopper mma.sync FP8 unpacks to f16: an e4m3 subnormal is a normal f16
   CHECK(r.engine == 0x4280'0000u);
 }
 
+namespace {
+// Tiles of a Hopper mma.sync FP8 instruction where, in every row of A, products with an e4m3
+// subnormal factor lead their chunks (large B codes at those k, small other products with bits
+// as low as the formats allow): the case
+// where unpacking to f16 moves a chunk's largest exponent. How many tiles D differs in, with and
+// without unpacking.
+int tiles_where_unpacking_matters(const char* name, int tiles) {
+  const Instruction unpacked = find_instruction("sm_90", name);
+  Instruction not_unpacked = unpacked;
+  not_unpacked.model.fused.unpack_to.reset();
+  const Atom& at = unpacked.atom;
+  std::mt19937_64 rng(29);
+  const auto band = [&](const Format& f, int lo, int hi) {  // random sign, exponent in [lo, hi], random mantissa
+    const int e = lo + int(rng() % unsigned(hi - lo + 1));
+    const double significand = 1.0 + double(rng() % (1u << f.mantissa_bits)) / double(1u << f.mantissa_bits);
+    return code_of(f, (rng() & 1 ? -1.0 : 1.0) * std::ldexp(significand, e));
+  };
+  int differing = 0;
+  for (int t = 0; t < tiles; ++t) {
+    std::vector<Code> a(std::size_t(at.m * at.k)), b(std::size_t(at.k * at.n));
+    std::vector<std::uint32_t> c(std::size_t(at.m * at.n));
+    for (auto& x : a) x = band(at.a, -6, -3);
+    for (auto& x : b) x = band(at.b, at.b.min_exponent(), at.b.min_exponent() + 3);  // fine low bits
+    for (auto& x : c) x = rng() % 2 ? 0u : code_of(at.c, std::ldexp(double(rng() % 64), -10));
+    for (int k = 0; k < at.k; k += 4) {  // k = 0, 4, ...: one subnormal-led product per chunk half
+      for (int i = 0; i < at.m; ++i) a[std::size_t(i * at.k + k)] = Code(1 + rng() % 7) | (rng() & 1 ? at.a.sign_mask() : 0);
+      for (int j = 0; j < at.n; ++j)  // one of the 16 largest finite codes
+        b[std::size_t(k * at.n + j)] = (at.b.max_finite_magnitude() - Code(rng() % 16)) | (rng() & 1 ? at.b.sign_mask() : 0);
+    }
+    const TileInputs in{a, b, c};
+    differing += execute(unpacked, in) != execute(not_unpacked, in);
+  }
+  return differing;
+}
+}  // namespace
+
+TEST_CASE("unpacking fp8 to f16 changes D for mixed pairings only: e4m3 x e4m3 cannot tell", "[mma][arithmetic]") {
+  // docs/mma-models.md gives the proof for e4m3 x e4m3: every product and every chained result is
+  // a multiple of 2^-18, and a chunk led by a product with a subnormal factor has E <= -6 + 8, so
+  // F = 25 keeps every bit either way; otherwise the largest exponent is the same in both readings.
+  // The same tiles with e5m2 B (products down to 2^-25, a subnormal-led product up to 2^9) do
+  // differ, which shows the tiles reach the case.
+  CHECK(tiles_where_unpacking_matters("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", 300) > 30);
+  CHECK(tiles_where_unpacking_matters("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", 3000) == 0);
+  CHECK(tiles_where_unpacking_matters("mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16", 3000) == 0);
+}
+
 TEST_CASE("where C enters: aligned with the products (wgmma FP8) or added after (mma.sync FP8)", "[mma][arithmetic]") {
   // C = 1024, one product 2^-2 * 2^-2 = 2^-4.
   const Dot dot{{0.25}, {0.25}, fp32_bits(1024.0f)};

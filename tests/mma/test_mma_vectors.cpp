@@ -3,14 +3,16 @@
 // tiles pin down (a neighbouring model must fail some tile, or the parameter is not verified).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <filesystem>
-#include <random>
-
-#include <fmt/format.h>
 #include <map>
+#include <random>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "emulation/mma/arithmetic.hpp"
+#include "emulation/mma/gemm.hpp"
 #include "emulation/mma/vector_file.hpp"
 #include "emulation/mma/verify.hpp"
 
@@ -180,4 +182,55 @@ TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma
   Tile wide_c = half;
   wide_c.c[3] = 0b0'01111111'00000000000000000000001;  // 1 + 2^-23: a binary32 word no fp16 widens to
   CHECK_THAT(verify_tile(wide_c).error, Catch::Contains("C word 3 (0x3f800001) is not a value of fp16"));
+}
+
+TEST_CASE("K-loop lines: the instruction over K in steps, as gemm() runs it", "[mma][vectors]") {
+  // D written here with gemm() itself: this checks how verify_tile reads a K-loop line (the field
+  // mmas_per_flush, K a multiple of k, fp32 C and D once flushed), not the arithmetic.
+  const char* const name = "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3";
+  const Instruction in = find_instruction("sm_90", name);
+  std::mt19937_64 rng(5);
+  const int K = 4 * in.atom.k;
+  Tile t;
+  t.arch = "sm_90";
+  t.device = "emulated";
+  t.instruction = name;
+  t.m = in.atom.m, t.n = in.atom.n, t.k = K;
+  t.a_digits = t.b_digits = 2;
+  MatrixCode a(t.m, K), b(K, t.n), c(t.m, t.n);
+  for (auto* m : {&a, &b})
+    for (Eigen::Index i = 0; i < m->size(); ++i) m->data()[i] = Code(rng() % 0x7f) | Code(rng() & 0x80);
+  for (Eigen::Index i = 0; i < c.size(); ++i) c.data()[i] = std::bit_cast<std::uint32_t>(float(rng() % 1000) / 64.0f);
+  t.a.assign(a.data(), a.data() + a.size());
+  t.b.assign(b.data(), b.data() + b.size());
+  t.c.assign(c.data(), c.data() + c.size());
+  for (int flush : {0, 1, 2, 4}) {
+    INFO("mmas_per_flush = " << flush);
+    const MatrixCode d = gemm(in, {a, b, c}, KLoop{flush, false});
+    Tile line = t;
+    line.d.assign(d.data(), d.data() + d.size());
+    line.extra["mmas_per_flush"] = flush;
+    const auto reread = parse_tile_line(to_json_line(line));
+    REQUIRE(reread.tile);
+    CHECK(verify_tile(*reread.tile).outcome == TileVerdict::Outcome::passed);
+    Tile changed = line;
+    changed.d[17] ^= 1u << 10;  // the last bit FP22 keeps
+    CHECK(verify_tile(changed).outcome == TileVerdict::Outcome::mismatched);
+  }
+  // Flushing changes the result: one chained FP22 accumulator is not an fp32 buffer every MMA.
+  CHECK(gemm(in, {a, b, c}, KLoop{0, false}) != gemm(in, {a, b, c}, KLoop{1, false}));
+  Tile ragged = t;
+  ragged.d = t.c;
+  ragged.extra["mmas_per_flush"] = 1;
+  ragged.k = K - 1;
+  ragged.a.resize(std::size_t(t.m * (K - 1)));
+  ragged.b.resize(std::size_t((K - 1) * t.n));
+  CHECK_THAT(verify_tile(ragged).error, Catch::Contains("needs m64n8 and K a multiple of 32"));
+  Tile negative = t;
+  negative.d = t.c;
+  negative.extra["mmas_per_flush"] = -1;
+  CHECK_THAT(verify_tile(negative).error, Catch::Contains("field 'mmas_per_flush' is -1"));
+  Tile single = t;  // without the field, a line must have the instruction's own k
+  single.d = t.c;
+  CHECK_THAT(verify_tile(single).error, Catch::Contains("shape m64n8k128 in the line"));
 }
