@@ -528,14 +528,20 @@ std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {
     }
   }
   const double x = std::ldexp(double(sum), scale_exponent);  // exact: |sum| < 2^53
+  // A nonzero sum that rounds to zero gives +0, whatever its sign (recorded on an H100: the
+  // tiny_products and subnormal_c tiles of bf16 and every f16-accumulator instruction).
+  const auto unsigned_zero = [](std::uint32_t bits, std::uint32_t magnitude_mask) {
+    return (bits & magnitude_mask) == 0 ? 0u : bits;
+  };
   switch (p_.rounding) {
     case OutputRounding::rz_fp32:
     case OutputRounding::rz_e8m13:
       // Overflow gives Inf although the rounding is toward zero (recorded on an H200: bf16).
       if (std::fabs(x) >= 0x1p128) return x < 0 ? kFp32NegativeInf : kFp32PositiveInf;
-      if (p_.rounding == OutputRounding::rz_fp32) return encode(formats::fp32, x, toward_zero);
-      return encode(formats::e8m13, x, toward_zero) << 10;  // s e8 m13 -> binary32, low 10 bits zero
-    case OutputRounding::rne_fp16: return encode(formats::fp16, x, nearest_even_to_inf);
+      if (p_.rounding == OutputRounding::rz_fp32) return unsigned_zero(encode(formats::fp32, x, toward_zero), 0x7fff'ffffu);
+      // s e8 m13 -> binary32, low 10 bits zero
+      return unsigned_zero(encode(formats::e8m13, x, toward_zero) << 10, 0x7fff'ffffu);
+    case OutputRounding::rne_fp16: return unsigned_zero(encode(formats::fp16, x, nearest_even_to_inf), 0x7fffu);
   }
   return 0;
 }

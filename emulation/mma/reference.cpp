@@ -186,17 +186,23 @@ class Reference {
     return round(Rational(S) * power_of_two(E - p_.fraction_bits));
   }
 
+  // A zero result, exact or rounded, is +0 (measured: docs/mma-models.md).
   std::uint32_t round(const Rational& x) const {
-    if (x == 0) return 0;  // an exact zero is +0
+    if (x == 0) return 0;
     const double d = x.convert_to<double>();
     if (Rational(d) != x) throw std::logic_error("reference: a chunk sum is not a double");
     switch (p_.rounding) {
       case OutputRounding::rz_fp32:
-      case OutputRounding::rz_e8m13:
+      case OutputRounding::rz_e8m13: {
         if (std::fabs(d) >= 0x1p128) return d < 0 ? 0xff80'0000u : 0x7f80'0000u;
-        if (p_.rounding == OutputRounding::rz_fp32) return encode(formats::fp32, d, {Rounding::toward_zero});
-        return encode(formats::e8m13, d, {Rounding::toward_zero}) << 10;
-      case OutputRounding::rne_fp16: return encode(formats::fp16, d, {Rounding::nearest_even, Overflow::inf});
+        const double kept = round_to_format(p_.rounding == OutputRounding::rz_fp32 ? formats::fp32 : formats::e8m13, d,
+                                            {Rounding::toward_zero});
+        return kept == 0 ? 0u : std::bit_cast<std::uint32_t>(float(kept));
+      }
+      case OutputRounding::rne_fp16: {
+        const double kept = round_to_format(formats::fp16, d, {Rounding::nearest_even, Overflow::inf});
+        return kept == 0 ? 0u : encode(formats::fp16, kept, {Rounding::nearest_even, Overflow::inf});
+      }
     }
     return 0;
   }

@@ -57,12 +57,23 @@ TEST_CASE("a term exactly at the last kept bit survives; one bit below does not"
   CHECK(both("sm_90", kH16, {{1024, -1024, two(-8)}, {1, 1, two(-8)}}) == 0x0000'0000u);
 }
 
-TEST_CASE("an exact zero sum is +0 (assumed: the recorded zeros all had C = +0)", "[mma][arithmetic]") {
-  // C = -0 and products that cancel: the model's integer sum has no sign; MMA-Sim also returns
-  // +0. Not yet recorded on hardware (docs/mma-models.md, open questions).
+TEST_CASE("an exact zero sum is +0, also with C = -0 (recorded: the cancellation and specials tiles)", "[mma][arithmetic]") {
+  // C = -0 and products that cancel: the model's integer sum has no sign. The H100 probe tiles
+  // (families cancellation and specials: C = -0 with products cancelling or zero) pass with +0.
   CHECK(both("sm_90", kH16, {{1, -1}, {1, 1}, 0x8000'0000u}) == 0u);
   CHECK(both("sm_90", kWgE4, {{0}, {0}, 0x8000'0000u}) == 0u);
   CHECK(both("sm_90", kWgE4, {{-1}, {0}, 0x8000'0000u}) == 0u);
+}
+
+TEST_CASE("a nonzero sum that rounds to zero is +0 (measured on an H100)", "[mma][arithmetic]") {
+  // bf16: -2^-100 * 2^-60 = -2^-160, below half the smallest binary32 subnormal 2^-149: RZ gives
+  // zero, and the tensor cores write +0, not -0 (recorded tiny_products tiles; docs/mma-models.md).
+  CHECK(both("sm_90", kBf16, {{-two(-100)}, {two(-60)}}) == 0u);
+  // f16 accumulator: -2^-12 * 2^-14 = -2^-26, below half the smallest f16 subnormal 2^-24: RNE to
+  // zero, written +0.
+  CHECK(both("sm_90", kH16Out, {{-two(-12)}, {two(-14)}}) == 0u);
+  // The same magnitude with a nonzero result keeps its sign: -2^-24 exactly is 0x8001.
+  CHECK(both("sm_90", kH16Out, {{-two(-10)}, {two(-14)}}) == 0x8001u);
 }
 
 TEST_CASE("a subnormal input counts at the format's smallest normal exponent", "[mma][arithmetic]") {
