@@ -33,11 +33,20 @@ Model integer(bool saturate) {
   return m;
 }
 
+// The zero-term exponent on Hopper: -133 (MMA-Sim's; pinned for HMMA/HGMMA with an fp32
+// accumulator by the tiny_products tiles of bf16; assumed for QGMMA, whose fp8 products never
+// reach it), but -14 for HMMA/HGMMA with an f16 accumulator, where a zero C counts as an f16
+// number of exponent field 0 (the tiles accept -18 .. -14 and reject -13 and -133;
+// docs/mma-models.md).
+constexpr int kHopperZeroExponent = -133;
+constexpr int kHopperF16AccumulatorZeroExponent = -16;
+
 // Hopper mma.sync FP8 is software: F2FP unpacks the operands to f16 (exactly; an e4m3 subnormal
 // becomes a normal f16 number), two HMMA.16816 over the k with k mod 4 in {0,1} and then {2,3}
 // run the Hopper f16 model chained from +0, and C is added last by FADD (f32) or HADD2 (f16).
 Model hopper_fp8_mma_sync(OutputRounding rounding) {
-  Model m = fused(16, 25, rounding, -133);
+  Model m = fused(16, 25, rounding,
+                  rounding == OutputRounding::rne_fp16 ? kHopperF16AccumulatorZeroExponent : kHopperZeroExponent);
   m.fused.interleave = 2;
   m.fused.c_entry = CEntry::added_after;
   m.fused.unpack_to = formats::fp16;
@@ -52,31 +61,37 @@ Model block_scaled(ScaleMode mode, int chunk, int fraction_bits, int zero_expone
 }
 
 const ModelSource kHopperF16{
-    "MMA-Sim Hopper T-FDPA (L=16, F=25, C aligned, RZ fp32, e_zero=-133); recorded on an H200",
+    "MMA-Sim Hopper T-FDPA (L=16, F=25, C aligned, RZ fp32, e_zero=-133); recorded on an H200 and an H100",
     Verification::verified,
-    "e_zero is MMA-Sim's; the recorded tiles accept any e_zero <= -126. Signed-zero inputs, NaN/Inf "
-    "inputs not recorded."};
+    "e_zero=-133 is pinned by the bf16 tiny_products tiles (they reject -134, -132, -126, -140, -1000); f16 "
+    "products never reach it. A zero result is +0 (measured)."};
 const ModelSource kHopperF16Out{
-    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16); recorded on an H100",
-    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
+    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16), zero terms at exponent -14; recorded on "
+    "an H100",
+    Verification::verified,
+    "e_zero=-14 (a zero C is an f16 number of exponent field 0): the tiny_products tiles reject MMA-Sim's -133 "
+    "and -13 and accept -18 .. -14"};
 const ModelSource kHopperFp8Sync{
     "measured by us (shared/notes/hopper-numerics-facts.md; docs/gpu-probes.md): F2FP unpacks fp8 to "
     "f16, two HMMA.16816.F32 over k mod 4 in {0,1} then {2,3} (Hopper f16 model), then an fp32 RNE "
     "add of C; recorded on an H200 and an H100",
     Verification::verified,
-    "whether the final FADD flushes subnormals is not recorded; unpacking to f16 is pinned by mixed "
-    "e4m3 x e5m2 tiles only"};
+    "the final FADD keeps subnormal C (subnormal_c tiles); unpacking to f16 is pinned by mixed e4m3 x e5m2 "
+    "tiles and cannot change e4m3 x e4m3 or e5m2 x e5m2 results"};
 const ModelSource kHopperFp8SyncF16{
     "read off the SASS (docs/gpu-probes.md): F2FP unpacks fp8 to f16, two HMMA.16816.F16 from +0 over "
     "k mod 4 in {0,1} then {2,3} (Hopper f16 model, RNE fp16), then HADD2 of C; recorded on an H100",
-    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
+    Verification::verified,
+    "e_zero=-14 as HMMA.16816.F16 with f16 inputs (fp8 products cannot tell); HADD2 keeps subnormal C "
+    "(subnormal_c tiles)"};
 const ModelSource kHopperFp8Wgmma{
     "MMA-Sim Hopper wgmma FP8 (L=32, F=13, C aligned, RZ e8m13); recorded on an H200 and an H100",
-    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value); the recorded tiles accept any <= -126"};
+    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value): fp8 products never reach it"};
 const ModelSource kHopperFp8WgmmaF16{
     "the Hopper wgmma FP8 model (L=32, F=13, C aligned) rounding to nearest even f16 "
     "(QGMMA...F16, docs/gpu-probes.md); recorded on an H100",
-    Verification::verified, "e_zero=-133 assumed (MMA-Sim's Hopper value)"};
+    Verification::verified,
+    "e_zero=-133 assumed: unlike HGMMA.F16, the tiny_products tiles reject -14 and accept any e_zero <= -20"};
 const ModelSource kHopperInteger{"exact s32 sum, wrapped or saturated (PTX ISA); recorded on an H100",
                                  Verification::verified, ""};
 const ModelSource kExactInteger{"exact s32 sum (PTX ISA)", Verification::published, "no such GPU here"};
@@ -129,14 +144,15 @@ constexpr NRange kTcgen05N128{16, 256, 16};
 
 std::vector<Family> build_families() {
   std::vector<Family> f;
-  const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, const ModelSource& f32_source,
-                                  const ModelSource& f16_source, std::vector<std::string_view> recorded) {
+  const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, int zero_f16_out,
+                                  const ModelSource& f32_source, const ModelSource& f16_source,
+                                  std::vector<std::string_view> recorded) {
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"f16"}, {"f16"}, {"f32"}, {}, false,
                  fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"bf16"}, {"bf16"}, {"f32"}, {}, false,
                  fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {"f16"}, {}, false,
-                 fused(chunk, fraction, OutputRounding::rne_fp16, zero), f16_source, recorded});
+                 fused(chunk, fraction, OutputRounding::rne_fp16, zero_f16_out), f16_source, recorded});
   };
   const auto add_integer_families = [&](std::string_view arch, const ModelSource& source,
                                         std::vector<std::string_view> recorded) {
@@ -150,7 +166,7 @@ std::vector<Family> build_families() {
 
   // sm_90 (Hopper). `recorded`: the names with tiles in results/vectors/ (H200: the shared
   // files; H100: sm90/ and sm90-regressions/, from lowbit verify-gpu).
-  add_f16_family("sm_90", 16, 25, -133, kHopperF16, kHopperF16Out,
+  add_f16_family("sm_90", 16, 25, kHopperZeroExponent, kHopperF16AccumulatorZeroExponent, kHopperF16, kHopperF16Out,
                  {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
                   "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"});
   f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
@@ -165,19 +181,19 @@ std::vector<Family> build_families() {
                         "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32"});
   for (std::string_view t : {"f16", "bf16"})
     f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f32"}, {t}, {t}, {}, {}, false,
-                 fused(16, 25, OutputRounding::rz_fp32, -133), kHopperF16,
+                 fused(16, 25, OutputRounding::rz_fp32, kHopperZeroExponent), kHopperF16,
                  {"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
                   "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"}});
   f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {}, {}, false,
-               fused(16, 25, OutputRounding::rne_fp16, -133), kHopperF16Out,
+               fused(16, 25, OutputRounding::rne_fp16, kHopperF16AccumulatorZeroExponent), kHopperF16Out,
                {"wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16"}});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f32"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rz_e8m13, -133), kHopperFp8Wgmma,
+               fused(32, 13, OutputRounding::rz_e8m13, kHopperZeroExponent), kHopperFp8Wgmma,
                {"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2",
                 "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2",
                 "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"}});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f16"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rne_fp16, -133), kHopperFp8WgmmaF16,
+               fused(32, 13, OutputRounding::rne_fp16, kHopperZeroExponent), kHopperFp8WgmmaF16,
                {"wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n256k32.f16.e4m3.e4m3"}});
   for (bool sat : {false, true})
     f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
@@ -189,9 +205,9 @@ std::vector<Family> build_families() {
   // sm_89 (Ada) and sm_80 (Ampere)
   f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
                fused(16, 13, OutputRounding::rz_e8m13, -132), kAdaFp8, {}});
-  add_f16_family("sm_89", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
+  add_f16_family("sm_89", 8, 24, -132, -132, kAmpereF16, kAmpereF16Out, {});
   add_integer_families("sm_89", kExactInteger, {});
-  add_f16_family("sm_80", 8, 24, -132, kAmpereF16, kAmpereF16Out, {});
+  add_f16_family("sm_80", 8, 24, -132, -132, kAmpereF16, kAmpereF16Out, {});
   add_integer_families("sm_80", kExactInteger, {});
 
   // sm_120 (mma.sync) and sm_100 (tcgen05): f8f6f4, MXF8F6F4, MXF4, NVFP4

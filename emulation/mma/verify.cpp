@@ -132,8 +132,9 @@ std::vector<NeighbourModel> neighbouring_models(const Model& model) {
   });
   if (p.unpack_to) add("operands not unpacked", [](FusedDotAdd& q) { q.unpack_to.reset(); });
   if (p.interleave) add("consecutive chunks", [](FusedDotAdd& q) { q.interleave = 0; });
-  // One step either way (does a tile pin e_zero to one integer?) and a few far values.
-  for (int e : std::set<int>{p.zero_exponent - 1, p.zero_exponent + 1, -126, -140, -1000})
+  // A ladder around it (do the tiles pin e_zero to one integer, or to an interval?) and a few far values.
+  const int z = p.zero_exponent;
+  for (int e : std::set<int>{z - 4, z - 2, z - 1, z + 1, z + 2, z + 4, -126, -140, -1000})
     if (e != p.zero_exponent) add(fmt::format("e_zero = {}", e), [e](FusedDotAdd& q) { q.zero_exponent = e; });
   return out;
 }

@@ -27,6 +27,7 @@ struct Args {
   std::uint64_t keep_failures = 200;
   std::string output_dir;
   bool kloop = false;
+  bool neighbours = false;
 };
 
 // What one row of the table runs: an instruction once per tile, or a whole K loop through it.
@@ -42,6 +43,8 @@ struct Row {
   std::string model;  // the emulator's verification status of its model, or "none" (not modeled)
   std::uint64_t tiles = 0, passed = 0, failed = 0, exact_checked = 0, exact_failed = 0, failures_kept = 0;
   std::vector<std::string> first_failures;  // "tile i: n of m outputs differ (row, col: gpu / emulator) ..."
+  // --neighbours: each neighbouring model (one parameter changed) and how many passing tiles it fails.
+  std::vector<std::pair<std::string, std::uint64_t>> neighbour_failures;
   double seconds = 0, generate_seconds = 0, gpu_seconds = 0, check_seconds = 0;
 };
 
@@ -95,11 +98,16 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
   const std::string file_name = row.instruction + ".jsonl.gz";
   if (!args.output_dir.empty()) sample.emplace(args.output_dir + "/sample/" + file_name);
   bool modeled = true;  // looked up once: an unmodeled instruction is recorded and exact-checked only
+  std::vector<mma::NeighbourModel> neighbours;
   try {
-    row.model = std::string(mma::to_string(mma::find_instruction(gpu.arch, s.instruction).source.status));
+    const mma::Instruction instruction = mma::find_instruction(gpu.arch, s.instruction);
+    row.model = std::string(mma::to_string(instruction.source.status));
+    if (args.neighbours) neighbours = mma::neighbouring_models(instruction.model);
   } catch (const mma::UnknownInstruction&) {
     modeled = false;
   }
+  for (const auto& n : neighbours) row.neighbour_failures.emplace_back(n.change, 0);
+  std::vector<std::vector<char>> neighbour_failed(neighbours.size());
   std::vector<mma::Tile> tiles;
   std::vector<TileResult> results;
   for (std::uint64_t first = 0; first < args.tiles; first += batch) {
@@ -116,11 +124,18 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
     row.generate_seconds += seconds_since(phase);
     job.run(tiles);
     row.gpu_seconds += seconds_since(phase);
+    for (auto& failed : neighbour_failed) failed.assign(count, 0);
     parallel_for(count, [&](std::size_t i, unsigned) {
       results[i].exact = mma::exact_check(s, tiles[i]);
       results[i].modeled = modeled;
-      if (modeled) results[i].verdict = mma::verify_tile(tiles[i]);
+      if (!modeled) return;
+      results[i].verdict = mma::verify_tile(tiles[i]);
+      if (results[i].verdict.outcome != mma::TileVerdict::Outcome::passed) return;
+      for (std::size_t n = 0; n < neighbours.size(); ++n)
+        neighbour_failed[n][i] = mma::verify_tile(tiles[i], neighbours[n].model).outcome != mma::TileVerdict::Outcome::passed;
     });
+    for (std::size_t n = 0; n < neighbours.size(); ++n)
+      row.neighbour_failures[n].second += std::uint64_t(std::count(neighbour_failed[n].begin(), neighbour_failed[n].end(), 1));
     row.check_seconds += seconds_since(phase);
     for (std::size_t i = 0; i < count; ++i) {
       const TileResult& r = results[i];
@@ -191,6 +206,7 @@ int run_verify_gpu(Args args) {
   std::string command = fmt::format("lowbit verify-gpu --tiles {} --seed {} --sample-outputs {}", args.tiles, args.seed,
                                     args.sample_outputs);
   if (args.kloop) command += " --kloop";
+  if (args.neighbours) command += " --neighbours";
   for (const auto& o : args.only) command += " --only " + o;
   if (!args.family_names.empty()) command += fmt::format(" --families {}", fmt::join(args.family_names, ","));
   doc["command"] = command;
@@ -212,6 +228,8 @@ int run_verify_gpu(Args args) {
                r.instruction, r.tiles, r.passed, r.failed, r.exact_failed, r.exact_checked, r.model, r.seconds,
                r.generate_seconds, r.gpu_seconds, r.check_seconds);
     for (const auto& f : r.first_failures) fmt::print(stderr, "    {}\n", f);
+    for (const auto& [change, failing] : r.neighbour_failures)
+      fmt::print(stderr, "    neighbour {:<28} fails {} of the {} passing tiles\n", change, failing, r.passed);
     doc["instructions"].push_back({{"instruction", r.instruction},
                                    {"tiles", r.tiles},
                                    {"model", r.model},
@@ -221,6 +239,7 @@ int run_verify_gpu(Args args) {
                                    {"exact_failed", r.exact_failed},
                                    {"failures_kept", r.failures_kept},
                                    {"first_failures", r.first_failures},
+                                   {"neighbour_failures", r.neighbour_failures},
                                    {"seconds", r.seconds},
                                    {"seconds_generate", r.generate_seconds},
                                    {"seconds_gpu", r.gpu_seconds},
@@ -261,6 +280,10 @@ void add_verify_gpu_command(CLI::App& app, int& exit_code) {
                "Run whole K loops instead of single instructions: wgmma m64n8 f16, bf16, e4m3, e5m2 -> f32, 8 MMAs per "
                "tile, one accumulator chained from C or a fresh one added into an fp32 accumulator every 1, 2, 4 or 8 "
                "MMAs, checked against the emulator's gemm() (the rows are named <instruction>.kloop-K<K>-flush<f>)");
+  cmd->add_flag("--neighbours", args->neighbours,
+               "Also run every passing tile through the models next to the instruction's (one parameter changed: F, L, "
+               "output rounding, how C enters, chunk order, unpacking, zero-term exponent) and count the tiles each "
+               "fails: a parameter is pinned by these tiles only where its neighbours fail some");
   cmd->add_option("--sample-outputs", args->sample_outputs,
                   "Outputs per instruction to record in OUTPUT_DIR/sample/ (the first tiles; at least one per family)")
       ->capture_default_str();
