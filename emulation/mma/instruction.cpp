@@ -35,11 +35,11 @@ Model integer(bool saturate) {
 
 // The zero-term exponent on Hopper: -133 (MMA-Sim's; pinned for HMMA/HGMMA with an fp32
 // accumulator by the tiny_products tiles of bf16; assumed for QGMMA, whose fp8 products never
-// reach it), but -14 for HMMA/HGMMA with an f16 accumulator, where a zero C counts as an f16
-// number of exponent field 0 (the tiles accept -18 .. -14 and reject -13 and -133;
-// docs/mma-models.md).
+// reach it), but -21 for HMMA/HGMMA with an f16 accumulator: there a zero C holds the sum's
+// exponent at -21 or above, so no bit below 2^-46 (22 bits under f16's smallest subnormal) is
+// kept. Of MMA-Sim's -133 and -30 .. -14, only -21 passes every recorded tile (docs/mma-models.md).
 constexpr int kHopperZeroExponent = -133;
-constexpr int kHopperF16AccumulatorZeroExponent = -16;
+constexpr int kHopperF16AccumulatorZeroExponent = -21;
 
 // Hopper mma.sync FP8 is software: F2FP unpacks the operands to f16 (exactly; an e4m3 subnormal
 // becomes a normal f16 number), two HMMA.16816 over the k with k mod 4 in {0,1} and then {2,3}
@@ -66,11 +66,11 @@ const ModelSource kHopperF16{
     "e_zero=-133 is pinned by the bf16 tiny_products tiles (they reject -134, -132, -126, -140, -1000); f16 "
     "products never reach it. A zero result is +0 (measured)."};
 const ModelSource kHopperF16Out{
-    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16), zero terms at exponent -14; recorded on "
-    "an H100",
+    "MMA-Sim Hopper T-FDPA with f16 accumulator (L=16, F=25, RNE fp16), zero terms at exponent -21 (measured); "
+    "recorded on an H100",
     Verification::verified,
-    "e_zero=-14 (a zero C is an f16 number of exponent field 0): the tiny_products tiles reject MMA-Sim's -133 "
-    "and -13 and accept -18 .. -14"};
+    "e_zero=-21: of -133 (MMA-Sim's) and -30 .. -14, only -21 passes every recorded tiny_products tile; a zero "
+    "result is +0"};
 const ModelSource kHopperFp8Sync{
     "measured by us (shared/notes/hopper-numerics-facts.md; docs/gpu-probes.md): F2FP unpacks fp8 to "
     "f16, two HMMA.16816.F32 over k mod 4 in {0,1} then {2,3} (Hopper f16 model), then an fp32 RNE "
@@ -82,7 +82,7 @@ const ModelSource kHopperFp8SyncF16{
     "read off the SASS (docs/gpu-probes.md): F2FP unpacks fp8 to f16, two HMMA.16816.F16 from +0 over "
     "k mod 4 in {0,1} then {2,3} (Hopper f16 model, RNE fp16), then HADD2 of C; recorded on an H100",
     Verification::verified,
-    "e_zero=-14 as HMMA.16816.F16 with f16 inputs (fp8 products cannot tell); HADD2 keeps subnormal C "
+    "e_zero=-21 as HMMA.16816.F16 with f16 inputs (fp8 products cannot tell); HADD2 keeps subnormal C "
     "(subnormal_c tiles)"};
 const ModelSource kHopperFp8Wgmma{
     "MMA-Sim Hopper wgmma FP8 (L=32, F=13, C aligned, RZ e8m13); recorded on an H200 and an H100",
