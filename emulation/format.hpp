@@ -209,7 +209,9 @@ inline constexpr Format uint4{FormatKind::integer, 0, 4, 0, false, NanEncoding::
 struct NamedFormat {
   std::string_view name;
   Format format;
-  std::string_view description;
+  // Where the format comes from, without its limits: those are derived from `format` wherever
+  // they are shown (lowbit formats, lowbit format NAME).
+  std::string_view origin;
 };
 
 // Every preset, in the order `lowbit formats` lists them.

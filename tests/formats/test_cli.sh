@@ -144,6 +144,15 @@ formats)
     grep -q "^$name " <<<"$out" || fail "lowbit formats does not list $name"
   done
   expect_contains "e4m3 row" "$(grep '^e4m3 ' <<<"$out")" "448"
+  # Descriptions are derived from the records: e4m3 NaN is S.1111.111 (0x7f/0xff), fnuz NaN is
+  # the negative-zero code 0b1'0000'000, ue8m0 is 2^(code - 127) with NaN 0b1111'1111.
+  expect_contains "e4m3 description" "$(grep '^e4m3 ' <<<"$out")" "OCP FP8 E4M3 (fn): bias 7, NaN 0x7f/0xff, no Inf"
+  expect_contains "e4m3fnuz description" "$(grep '^e4m3fnuz ' <<<"$out")" "bias 8, NaN 0x80, no Inf"
+  expect_contains "e5m2 description" "$(grep '^e5m2 ' <<<"$out")" "OCP FP8 E5M2: bias 15, IEEE Inf/NaN"
+  expect_contains "e2m1 description" "$(grep '^e2m1 ' <<<"$out")" "OCP FP4 E2M1: bias 1, no Inf/NaN"
+  expect_contains "ue8m0 description" "$(grep '^ue8m0 ' <<<"$out")" "unsigned, bias 127, no zero, NaN 0xff, no Inf"
+  expect_contains "int8 description" "$(grep '^int8 ' <<<"$out")" "two's complement integer: -128 .. 127"
+  expect_contains "uint4 description" "$(grep '^uint4 ' <<<"$out")" "unsigned integer: 0 .. 15"
   expect_contains "spec hint" "$out" "p3109:k=K:p=P"
   ;;
 format)
