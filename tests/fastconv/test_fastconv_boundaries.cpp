@@ -11,6 +11,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,8 +92,8 @@ TEST_CASE("fast encoder equals the scalar encode at every rounding boundary of e
   for (const auto isa : fastconv::all_isas())
     if (fastconv::available(isa)) isas.push_back(isa);
   if (isas.empty()) {
-    WARN("this CPU has no variant of the fast path: nothing to compare");
-    return;
+    std::puts("SKIPPED: this CPU has no variant of the fast path (AVX2 or AVX-512)");
+    std::exit(77);  // ctest's SKIP_RETURN_CODE: reported as skipped, not passed
   }
   std::mt19937_64 rng(4);
   std::vector<float> random_floats(1 << 20);
