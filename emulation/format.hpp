@@ -196,16 +196,22 @@ inline constexpr Format ue8m0{FormatKind::floating, 8, 0, 127, false, NanEncodin
 inline constexpr Format ue4m3{FormatKind::floating, 4, 3, 7, false, NanEncoding::top_code, InfEncoding::none, true, true, 8};
 // "FP22": the Hopper FP8 tensor-core accumulator, s e8 m13, bias 127, IEEE specials.
 inline constexpr Format e8m13{FormatKind::floating, 8, 13, 127, true, NanEncoding::ieee, InfEncoding::ieee, true, true, 32};
+// int8: two's complement in 8 bits, -128 (0b1000'0000) .. 127 (0b0111'1111); no NaN/Inf.
 inline constexpr Format int8{FormatKind::integer, 0, 7, 0, true, NanEncoding::none, InfEncoding::none, false, true, 8};
+// int4: two's complement in 4 bits, -8 (0b1000) .. 7 (0b0111); no NaN/Inf; two codes per byte.
 inline constexpr Format int4{FormatKind::integer, 0, 3, 0, true, NanEncoding::none, InfEncoding::none, false, true, 4};
+// uint8: plain binary in 8 bits, 0 .. 255 (0b1111'1111); no NaN/Inf.
 inline constexpr Format uint8{FormatKind::integer, 0, 8, 0, false, NanEncoding::none, InfEncoding::none, false, true, 8};
+// uint4: plain binary in 4 bits, 0 .. 15 (0b1111); no NaN/Inf; two codes per byte.
 inline constexpr Format uint4{FormatKind::integer, 0, 4, 0, false, NanEncoding::none, InfEncoding::none, false, true, 4};
 }  // namespace formats
 
 struct NamedFormat {
   std::string_view name;
   Format format;
-  std::string_view description;
+  // Where the format comes from, without its limits: those are derived from `format` wherever
+  // they are shown (lowbit formats, lowbit format NAME).
+  std::string_view origin;
 };
 
 // Every preset, in the order `lowbit formats` lists them.

@@ -2,7 +2,8 @@
 // second on one core, for the fast path (32-bit and narrow codes), the scalar reference (the
 // generic `encode`, element by element) and, when the CUDA headers are present, CUDA's host
 // conversions, all on the same inputs in one run. Every path must produce the reference's codes.
-// Prints a table and writes it to a Markdown file and a CSV file, each with a provenance line.
+// Prints a table and writes it to OUT_DIR/bench_convert.md and .csv, each with a provenance line
+// (default results/: `build/experiments/bench_convert` from the repository root remakes the record).
 #include <time.h>
 
 #include <algorithm>
@@ -32,6 +33,12 @@
 namespace {
 
 using namespace lowbit;
+
+constexpr const char* kFormats[]{"e4m3", "e5m2", "e2m1", "bf16"};
+
+// Inputs are normal(0, max_finite/8): they spread over the format's binades and overflow with
+// probability ~1e-15 (8 sigma), so every path converts the same kind of values.
+double input_sigma(const Format& f) { return max_finite(f) / 8; }
 
 struct Timing {
   double cpu = 0, wall = 0;  // medians
@@ -143,44 +150,66 @@ int main(int argc, char** argv) {
       "scalar reference and CUDA's host conversions, on the same inputs, and checks they give the same codes."};
   int log2_count = 26, repetitions = 5;
   std::uint64_t seed = 1;
-  std::string csv_path = "results/bench_convert.csv", markdown_path = "results/bench_convert.md";
+  std::string out_dir = "results";
   app.add_option("--log2-count", log2_count, "number of inputs: 2^N")->capture_default_str()->check(CLI::Range(10, 30));
   app.add_option("--repetitions", repetitions, "timed runs per path (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 101));
   app.add_option("--seed", seed, "seed of the input generator")->capture_default_str();
-  app.add_option("--csv", csv_path, "CSV output")->capture_default_str();
-  app.add_option("--markdown", markdown_path, "Markdown table output")->capture_default_str();
+  app.add_option("--out-dir", out_dir, "where bench_convert.md and bench_convert.csv go (created if missing)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+
+  // Outputs are checked before the minutes of timing. Append mode: a failed run keeps the last record.
+  const std::filesystem::path markdown_path = std::filesystem::path(out_dir) / "bench_convert.md",
+                              csv_path = std::filesystem::path(out_dir) / "bench_convert.csv";
+  std::error_code created;
+  std::filesystem::create_directories(out_dir, created);
+  for (const auto& path : {markdown_path, csv_path})
+    if (created || !std::ofstream(path, std::ios::app)) {
+      std::fprintf(stderr, "bench_convert: --out-dir '%s': cannot write %s%s%s\n", out_dir.c_str(), path.c_str(),
+                   created ? ": " : "", created ? created.message().c_str() : "");
+      return 2;
+    }
 
   const std::size_t count = std::size_t{1} << log2_count;
   const auto isa = fastconv::best_available();
   const Provenance provenance = Provenance::current();
-  std::string command = "bench_convert";
+  std::string command = argv[0];
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  std::vector<std::string> sigmas;
+  for (const char* name : kFormats) sigmas.push_back(fmt::format("{} {:.3g}", name, input_sigma(format_from_string(name))));
   std::string table = fmt::format(
-      "{}\n\nCommand: `{}` (from the repository root, after building the target bench_convert).\n\nfloat32 -> format, nearest-even, saturating; {} inputs drawn from normal(0, max_finite/8) (no "
-      "overflow), seed {}; one thread; median thread CPU time of {} runs after a warm-up (per CPU second, so time \n"
-      "descheduled on a shared machine does not count; the CSV has wall time too). Fast path variant: {}.\n\n"
+      "{}\n\nCommand: `{}` (from the repository root, after building the target bench_convert).\n\n"
+      "float32 -> format, nearest-even, saturating; {} inputs per format drawn from normal(0, sigma = max_finite/8), so "
+      "they spread over\nthe format's range without overflow (sigma: {}), seed {}; one thread; median thread CPU time of "
+      "{} runs\nafter a warm-up (per CPU second, so time descheduled on a shared machine does not count; the CSV has "
+      "wall time too).\nFast path variant: {}.\n\n"
       "| format | path | output | ns/conversion | conversions/s | vs scalar reference | same codes |\n"
       "|---|---|---|---:|---:|---:|---|\n",
-      provenance.comment_line(), command, count, seed, repetitions, isa ? fastconv::to_string(*isa) : "none (scalar)");
+      provenance.comment_line(), command, count, fmt::join(sigmas, ", "), seed, repetitions,
+      isa ? fastconv::to_string(*isa) : "none (scalar)");
   std::string csv = provenance.comment_line() +
                     "\nformat,path,output,inputs,repetitions,median_cpu_seconds,median_wall_seconds,conversions_per_second,"
                     "ratio_vs_scalar,mismatches\n";
   bool all_identical = true;
   double target_rate[2] = {0, 0};  // best fast rate for e4m3, e2m1
 
-  for (const std::string name : {"e4m3", "e5m2", "e2m1", "bf16"}) {
+  for (const std::string name : kFormats) {
     const Format f = format_from_string(name);
     std::mt19937_64 generator(seed);
-    std::normal_distribution<float> normal(0.0f, float(max_finite(f) / 8));
+    std::normal_distribution<float> normal(0.0f, float(input_sigma(f)));
     std::vector<float> in(count);
     for (float& x : in) x = normal(generator);
 
     Buffers buffers;
     std::vector<Path> paths = paths_for(name, f, in, buffers);
-    for (Path& p : paths) p.median = median_seconds(p.run, repetitions);
+    fmt::print(stderr, "bench_convert: {}: {} paths, {} timed runs each\n", name, paths.size(), repetitions);
+    for (Path& p : paths) {
+      p.median = median_seconds(p.run, repetitions);
+      fmt::print(stderr, "bench_convert: {} {} ({}): {:.3f} ns/conversion\n", name, p.name, p.output,
+                 1e9 * p.median.cpu / double(count));
+    }
     const double scalar_seconds = paths.front().median.cpu;
     for (Path& p : paths) {
       for (std::size_t i = 0; i < count; ++i) p.mismatches += p.code_at(i) != buffers.reference[i];
@@ -204,8 +233,6 @@ int main(int argc, char** argv) {
   std::fputs(table.c_str(), stdout);
 
   for (const auto& [path, text] : {std::pair{csv_path, csv}, std::pair{markdown_path, table}}) {
-    const auto parent = std::filesystem::path(path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
     std::ofstream out(path);
     if (!(out << text)) {
       std::fprintf(stderr, "bench_convert: cannot write %s\n", path.c_str());

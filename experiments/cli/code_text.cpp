@@ -1,5 +1,7 @@
 #include "experiments/cli/code_text.hpp"
 
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace lowbit::cli {
@@ -23,5 +25,28 @@ std::string binary_code(const Format& f, Code code) {
 }
 
 std::string value_text(double v) { return fmt::format("{}", v); }
+
+std::string preset_description(const NamedFormat& preset) {
+  const Format& f = preset.format;
+  if (f.is_integer()) return fmt::format("{}: {} .. {}", preset.origin, lowest_finite(f), max_finite(f));
+  std::vector<std::string> traits;
+  if (!f.is_signed) traits.push_back("unsigned");
+  traits.push_back(fmt::format("bias {}", f.bias));
+  if (!f.has_zero) traits.push_back("no zero");
+  else if (!f.subnormals) traits.push_back("no subnormals");
+  const auto both_signs = [&](Code magnitude) {
+    return f.is_signed ? hex_code(f, magnitude) + "/" + hex_code(f, f.sign_mask() | magnitude) : hex_code(f, magnitude);
+  };
+  if (f.nan == NanEncoding::ieee) traits.push_back("IEEE Inf/NaN");
+  else if (!f.has_nan() && !f.has_inf()) traits.push_back("no Inf/NaN");
+  else {
+    if (f.nan == NanEncoding::top_code) traits.push_back("NaN " + both_signs(f.magnitude_mask()));
+    if (f.nan == NanEncoding::negative_zero) traits.push_back("NaN " + hex_code(f, f.sign_mask()));
+    if (!f.has_nan()) traits.push_back("no NaN");
+    if (f.inf == InfEncoding::top_code) traits.push_back("Inf " + both_signs(f.top_non_nan_magnitude()));
+    if (!f.has_inf()) traits.push_back("no Inf");
+  }
+  return fmt::format("{}: {}", preset.origin, fmt::join(traits, ", "));
+}
 
 }  // namespace lowbit::cli

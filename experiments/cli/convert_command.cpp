@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <bit>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <iostream>
@@ -28,18 +30,22 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t\r") - first + 1);
 }
 
-// A float32 (or, with --from-double, float64) given as a decimal or as its 0x bit pattern.
+// A float32 (or, with --from-double, float64) given as a decimal (strtof/strtod: "1.5", "-2e-3",
+// "inf", "nan") or as its bit pattern, "0x" and exactly 8 (16) hex digits. Any other text with an
+// x or X is rejected: strtof would read "-0x3f800000" as the hex float -1.06e9 and "0x1.8p1" as 3,
+// which look like bit patterns but are not. Decimals beyond float32 read as +-Inf.
 std::optional<double> parse_value(std::string_view text, bool from_double) {
-  const int hex_width = from_double ? 16 : 8;
-  if (text.starts_with("0x") || text.starts_with("0X")) {
-    const auto digits = text.substr(2);
-    std::uint64_t bits = 0;
-    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits, 16);
-    if (digits.size() != std::size_t(hex_width) || ec != std::errc{} || ptr != digits.data() + digits.size())
+  const std::size_t hex_digits = from_double ? 16 : 8;
+  if (text.find_first_of("xX") != std::string_view::npos) {
+    const auto digits = text.substr(std::min<std::size_t>(2, text.size()));
+    const auto is_hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+    if (!text.starts_with("0x") || digits.size() != hex_digits || !std::ranges::all_of(digits, is_hex))
       return std::nullopt;
+    std::uint64_t bits = 0;
+    std::from_chars(digits.data(), digits.data() + digits.size(), bits, 16);
     return from_double ? std::bit_cast<double>(bits) : double(std::bit_cast<float>(std::uint32_t(bits)));
   }
-  // strtof/strtod round the decimal correctly once; they accept inf, nan, hex floats.
+  // strtof/strtod round the decimal correctly once.
   const std::string s(text);
   char* end = nullptr;
   const double v = from_double ? std::strtod(s.c_str(), &end) : double(std::strtof(s.c_str(), &end));
@@ -88,10 +94,14 @@ int run_convert(const ConvertArgs& args) {
 
 void add_convert_command(CLI::App& app, int& exit_code) {
   auto args = std::make_shared<ConvertArgs>();
-  auto* cmd = app.add_subcommand("convert",
-                                 "Convert float32 values (one per line on stdin: decimal or 0x-prefixed 8-digit bit "
-                                 "pattern) to a format;\nprints each code in hex and its value. Invalid lines print "
-                                 "'error', are reported on stderr, and make the exit status 1.");
+  auto* cmd = app.add_subcommand(
+      "convert",
+      "Convert float32 values, one per line on stdin, to a format; prints each code in hex and its value.\n"
+      "A line is a decimal (strtof syntax: 1.5, -2e-3, inf, nan) or the bit pattern as 0x and exactly 8 hex\n"
+      "digits (no sign). A decimal beyond the float32 range (1e999) reads as +-Inf, which then follows\n"
+      "--overflow; a tiny one reads as the nearest float32 (a subnormal or 0). Blank lines and lines starting\n"
+      "with # are skipped. Any other line (-0x3f800000, 0x1.8p1, 0x1234) prints 'error', is reported on\n"
+      "stderr with its line number and text, and makes the exit status 1 once every line is read.");
   cmd->add_option("--to", args->to, "Target format: a preset or a spec (see `lowbit format --help`)")->required();
   cmd->add_option("--rounding", args->rounding, "Rounding mode")
       ->check(CLI::IsMember({"nearest-even", "nearest-away", "toward-zero", "toward-positive", "toward-negative", "odd",

@@ -43,7 +43,7 @@ int list_formats() {
     const Format& f = p.format;
     fmt::print("{:<10} {:>4} {:>3} {:>3} {:>5}  {:<14} {:<14} {:<14}  {}\n", p.name, f.code_bits(), f.exponent_bits,
                f.mantissa_bits, f.bias, fmt::format("{}", max_finite(f)), fmt::format("{}", min_normal(f)),
-               fmt::format("{}", min_positive(f)), p.description);
+               fmt::format("{}", min_positive(f)), preset_description(p));
   }
   fmt::print("\nAny other format: eXmY[fn|fnuz], ueXmY, intN, uintN or p3109:k=K:p=P, with options such as\n"
              "':bias=N:no-subnormals:nan=top:inf=none' (see `lowbit format --help`).\n");
@@ -59,7 +59,7 @@ int describe_format(const std::string& spec) {
   const Format& f = *parsed.format;
   std::string description;
   for (const auto& p : presets())
-    if (p.format == f) description = std::string(p.description);
+    if (p.format == f) description = preset_description(p);
   fmt::print("format         {}{}\n", format_name(f), description.empty() ? "" : "  (" + description + ")");
   if (f.is_integer()) {
     fmt::print("kind           {} integer, {} bits, storage {} bits\n", f.is_signed ? "two's complement" : "unsigned",

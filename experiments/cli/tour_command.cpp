@@ -25,7 +25,7 @@ int run_tour() {
   fmt::print("== Presets ==\n");
   for (const auto& p : presets())
     fmt::print("  {:<9} {:>2} bits  max {:<12} min positive {:<14} {}\n", p.name, p.format.code_bits(),
-               value_text(max_finite(p.format)), value_text(min_positive(p.format)), p.description);
+               value_text(max_finite(p.format)), value_text(min_positive(p.format)), preset_description(p));
 
   const Format& e4m3 = formats::e4m3;
   const double below = 1.0, above = 1.125, midpoint = (below + above) / 2;

@@ -17,15 +17,18 @@ Exits 77 (skipped) when numpy, ml_dtypes or gfloat is not installed.
 
 How our options map onto each library, and the differences found (documented, not mismatches):
   * ml_dtypes casts round to nearest even and overflow to Inf where the type has one, else NaN:
-    our Overflow::inf / Overflow::nan. It keeps the sign of a NaN input (0xFF for -NaN in
-    e4m3, e3m4); we give the canonical positive NaN, as CUDA's float32 conversions do. For NaN
-    inputs only NaN-ness is compared.
-  * float8_e8m0fnu has no zero and no sign: ml_dtypes turns 0, negative numbers and negative
-    NaN into NaN (0xFF), where we encode |x| and clip to 2^-127 as CUDA's e8m0 conversion does;
+    our Overflow::inf / Overflow::nan. For a NaN input it gives the quiet NaN with the input's
+    sign (e3m4 0x78/0xf8, IEEE-like e4m3 0x7c/0xfc); we give the canonical NaN, positive with
+    every other bit set (0x7f), as CUDA's float32 conversions do. For NaN inputs only NaN-ness is
+    compared.
+  * float8_e8m0fnu has no zero and no sign: ml_dtypes turns 0 and negative numbers into NaN
+    (0xFF), where we encode |x| and clip 0 to 2^-127 (code 0) as CUDA's e8m0 conversion does
+    (checked: ours must be our code of |x|);
     ml_dtypes rounds every tie 1.5 * 2^e up, where ties-to-even on the code (P3109, gfloat)
     keeps 2^e when its code is even; and ml_dtypes rounds the float32 subnormals in
     (2^-127, 1.5 * 2^-127) up to 2^-126, the farther neighbour (a defect of ml_dtypes 0.6.0: not
-    round-to-nearest). Each kind is counted and checked to be exactly these cases.
+    round-to-nearest). Each kind is counted and the count checked against the number of float32
+    inputs the kind covers, worked out from the formats (expected_differences).
   * gfloat's sat=True is Overflow::saturate; sat=False is Overflow::inf for extended P3109
     formats and Overflow::nan for finite ones. gfloat also defines P3109 signed formats with
     p = k (no exponent bits), which our records reject (a floating format needs an exponent
@@ -113,18 +116,49 @@ ML_DTYPES_ROUNDING = {
 }
 
 
-def e8m0_documented_differences(x, ours, theirs):
-    """Masks of the two documented ways ml_dtypes' float8_e8m0fnu differs from ours."""
-    sign_or_zero = (theirs == 0xFF) & (np.isnan(x) | (x <= 0))
+NAN_KIND = "NaN input: both NaN; ml_dtypes a quiet NaN of the input's sign, ours the canonical NaN"
+E8M0_SIGN_KIND = "zero or negative input: ml_dtypes NaN, ours encodes |x| (0 clipped to 2^-127)"
+E8M0_TIE_KIND = "tie 1.5*2^e: ml_dtypes rounds up, ours keeps the even code"
+E8M0_LOW_KIND = "x in (2^-127, 1.5*2^-127): ml_dtypes 2^-126 (not the nearest), ours 2^-127"
+
+
+def float32_bits(v):
+    return int(np.array(v, dtype=np.float32).view(np.uint32))
+
+
+def expected_differences(type_name):
+    """How many float32 inputs each documented difference must cover, from the formats and the
+    float32 encoding (not from either implementation's output)."""
+    # Types with IEEE NaNs: ml_dtypes' quiet NaN (top mantissa bit only) is never our all-ones
+    # code, so every float32 NaN (exponent 255, mantissa not 0, either sign) differs.
+    if type_name in ("float8_e3m4", "float8_e4m3"):
+        return {NAN_KIND: 2 * ((1 << 23) - 1)}
+    if type_name != "float8_e8m0fnu":
+        return {}  # the fnuz types have one NaN code, 0x80: NaN inputs agree
+    # E8M0: 2^(code - 127) for codes 0..254; 0xff is NaN. Rounding to nearest, |x| overflows above
+    # the tie 1.5 * 2^127 (which keeps max finite's even code 0xfe): every float32 magnitude up to
+    # it, as a negative input (-0 included), and +0 differ.
+    not_overflowing = float32_bits(1.5 * 2.0**127) + 1
+    # Ties between the codes c and c + 1 (c + 1 = 0xff is the overflow): ours keeps even c.
+    even_ties = len(range(0, 255, 2))
+    low_subnormals = float32_bits(1.5 * 2.0**-127) - float32_bits(2.0**-127) - 1
+    return {E8M0_SIGN_KIND: not_overflowing + 1, E8M0_TIE_KIND: even_ties, E8M0_LOW_KIND: low_subnormals}
+
+
+def e8m0_documented_differences(lowbit, spec, x, ours, theirs):
+    """Masks of the documented ways ml_dtypes' float8_e8m0fnu differs from ours, each checking
+    what ours is by our rules (convert.hpp): an unsigned format encodes |x|, and a format without
+    zero clips what lies below its smallest value (2^-127, code 0) to it."""
     with np.errstate(invalid="ignore"):
+        zero_or_negative = ~np.isnan(x) & (x <= 0)
         significand, _ = np.frexp(x)
+    ours_of_magnitude = lowbit.encode(spec, "nearest-even", "nan", np.abs(x))
+    sign_or_zero = (theirs == 0xFF) & zero_or_negative & (ours == ours_of_magnitude) & ((x != 0) | (ours == 0))
     tie = (x > 0) & (significand == 0.75) & (theirs == ours + 1) & (ours % 2 == 0)
     # float32 subnormals just above 2^-127 (code 0): ml_dtypes gives 2^-126 (code 1), the farther
     # neighbour; ours is the nearer one.
     low_subnormal = (x > 2.0**-127) & (x < 1.5 * 2.0**-127) & (ours == 0) & (theirs == 1)
-    return {"zero, negative or -NaN input: ml_dtypes NaN, ours |x| clipped to 2^-127": sign_or_zero,
-            "tie 1.5*2^e: ml_dtypes rounds up, ours keeps the even code": tie & ~sign_or_zero,
-            "x in (2^-127, 1.5*2^-127): ml_dtypes 2^-126 (not the nearest), ours 2^-127": low_subnormal}
+    return {E8M0_SIGN_KIND: sign_or_zero, E8M0_TIE_KIND: tie, E8M0_LOW_KIND: low_subnormal}
 
 
 def ml_dtypes_rounding(lowbit, type_name):
@@ -151,10 +185,10 @@ def ml_dtypes_rounding(lowbit, type_name):
         unexplained = np.ones(where.size, dtype=bool)
         # NaN inputs: ml_dtypes keeps the sign of the NaN; both must be NaN codes.
         nan_sign = np.isnan(x) & our_nan[ours] & their_nan[theirs]
-        documented["NaN input: both NaN, ml_dtypes keeps the sign"] += int(nan_sign.sum())
+        documented[NAN_KIND] += int(nan_sign.sum())
         unexplained &= ~nan_sign
         if type_name == "float8_e8m0fnu":
-            for kind, mask in e8m0_documented_differences(x, ours, theirs).items():
+            for kind, mask in e8m0_documented_differences(lowbit, spec, x, ours, theirs).items():
                 documented[kind] += int((unexplained & mask).sum())
                 unexplained &= ~mask
         failing = np.nonzero(unexplained)[0]
@@ -162,9 +196,15 @@ def ml_dtypes_rounding(lowbit, type_name):
                           f"ml_dtypes 0x{int(theirs[i]):02x}" for i in failing[:1000]])
         tally.mismatches += max(0, failing.size - 1000)
     print(f"{type_name} vs {spec} (overflow={overflow}), {nan_inputs} NaN inputs")
-    for kind, count in sorted(documented.items()):
-        print(f"  documented difference, {count} inputs: {kind}")
-    return tally.finish()
+    expected = expected_differences(type_name)
+    counts_ok = True
+    for kind in sorted(set(documented) | set(expected)):
+        count, wanted = documented.get(kind, 0), expected.get(kind, 0)
+        print(f"  documented difference, {count} inputs (expected {wanted}): {kind}")
+        counts_ok &= count == wanted
+    if not counts_ok:
+        print("FAIL: the documented differences do not cover exactly the expected inputs")
+    return tally.finish() and counts_ok
 
 
 def ml_dtypes_decode(lowbit):

@@ -58,6 +58,18 @@ Code ReferenceFormat::code_of(double value, bool negative) const {
   return codes_[std::size_t(it - values_.begin())];
 }
 
+std::vector<double> ReferenceFormat::extended_values() const {
+  std::vector<double> line = values_;
+  if (format_.is_integer()) {
+    line.insert(line.begin(), values_.front() - 1);
+    line.push_back(values_.back() + 1);
+  } else {
+    line.insert(line.begin(), -beyond_);
+    line.push_back(beyond_);
+  }
+  return line;
+}
+
 Code ReferenceFormat::zero_code(bool negative) const { return code_of(0.0, negative); }
 
 bool ReferenceFormat::code_is_odd(double value) const {

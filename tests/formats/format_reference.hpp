@@ -46,6 +46,10 @@ class ReferenceFormat {
   Code code_of(double value, bool negative) const;
   // The value rounding with an unbounded exponent reaches after max finite (floating formats).
   double beyond() const { return beyond_; }
+  // values() with one more point past each end, where rounding with an unbounded range would go
+  // next: -beyond() and beyond() (integers: lowest - 1 and max + 1). Every rounding boundary is
+  // one of these points or the midpoint of two neighbours.
+  std::vector<double> extended_values() const;
 
   Expected expected(double x, Rounding rounding, Overflow overflow) const;
 

@@ -68,6 +68,33 @@ error
   expect_equal "e2m1 toward zero" "$out" "0x4 2
 0xd -3
 0xf -6"
+  # A bit pattern is 0x and exactly 8 hex digits, nothing else: signed or fractional hex (which
+  # strtof reads as hex floats: -0x3f800000 is -1.06e9), 0X, a bad digit, 9 digits or a stray x
+  # are invalid lines; the run goes on to the valid last line and exits 1.
+  bad_hex=(-0x3f800000 +0x3f800000 -0x1.8p1 0x1.8p1 0X3F800000 0x3f80000g 0x3f8000000 1x5)
+  run_lowbit "$(printf '%s\\n' "${bad_hex[@]}")0x3f800000\n" convert --to e4m3
+  expect_equal "bad hex output" "$out" "$(printf 'error\n%.0s' "${bad_hex[@]}")"$'\n'"0x38 1"
+  expect_equal "bad hex: exit status" "$status" 1
+  for i in "${!bad_hex[@]}"; do
+    expect_contains "bad hex ${bad_hex[$i]}" "$err" "line $((i + 1)): '${bad_hex[$i]}' is not a float32"
+  done
+  expect_contains "bad hex summary" "$err" "${#bad_hex[@]} invalid line(s)"
+  # Decimals beyond float32 read as +-Inf, which follows the overflow policy (NaN 0x7f/0xff, or
+  # saturation to +-448 = 0b0'1111'110); below float32's smallest subnormal they read as 0.
+  run_lowbit '1e999\n-1e999\n1e-999\n' convert --to e4m3 --overflow nan
+  expect_equal "1e999, overflow nan" "$out" "0x7f nan
+0xff nan
+0x00 0"
+  expect_equal "1e999: exit status" "$status" 0
+  run_lowbit '1e999\n-1e999\n' convert --to e4m3
+  expect_equal "1e999, saturate" "$out" "0x7e 448
+0xfe -448"
+  # --help states the input rules: what is skipped, and what 1e999 becomes.
+  run_lowbit '' convert --help
+  expect_contains "help: skipped lines" "$out" "Blank lines and lines starting"
+  expect_contains "help: with # are skipped" "$out" "with # are skipped"
+  expect_contains "help: 1e999" "$out" "(1e999) reads as +-Inf, which then follows"
+  expect_contains "help: no sign" "$out" "exactly 8 hex"
   # A user format: P3109 K8P1 (bias 64), ties to the even code: 3 -> 4 (code 0x42), 6 -> 4.
   run_lowbit '3\n6\n' convert --to p3109:k=8:p=1
   expect_equal "p3109 k8p1 ties" "$out" "0x42 4
@@ -100,6 +127,15 @@ from-double)
   expect_equal "float64, rounded once" "$out" "0x3 1.5
 0x3 1.5
 0x4 2"
+  # The float64 bit pattern takes exactly 16 hex digits, without a sign.
+  run_lowbit '-0x3ffc000000000000\n0x3ffc00000000000\n0x1.cp0\n' convert --to e2m1 --from-double
+  expect_equal "float64 bad hex output" "$out" "error
+error
+error"
+  expect_equal "float64 bad hex: exit status" "$status" 1
+  expect_contains "float64 signed hex" "$err" "line 1: '-0x3ffc000000000000' is not a float64"
+  expect_contains "float64 15 digits" "$err" "line 2: '0x3ffc00000000000' is not a float64"
+  expect_contains "float64 hex float" "$err" "line 3: '0x1.cp0' is not a float64"
   ;;
 formats)
   run_lowbit '' formats
@@ -108,6 +144,15 @@ formats)
     grep -q "^$name " <<<"$out" || fail "lowbit formats does not list $name"
   done
   expect_contains "e4m3 row" "$(grep '^e4m3 ' <<<"$out")" "448"
+  # Descriptions are derived from the records: e4m3 NaN is S.1111.111 (0x7f/0xff), fnuz NaN is
+  # the negative-zero code 0b1'0000'000, ue8m0 is 2^(code - 127) with NaN 0b1111'1111.
+  expect_contains "e4m3 description" "$(grep '^e4m3 ' <<<"$out")" "OCP FP8 E4M3 (fn): bias 7, NaN 0x7f/0xff, no Inf"
+  expect_contains "e4m3fnuz description" "$(grep '^e4m3fnuz ' <<<"$out")" "bias 8, NaN 0x80, no Inf"
+  expect_contains "e5m2 description" "$(grep '^e5m2 ' <<<"$out")" "OCP FP8 E5M2: bias 15, IEEE Inf/NaN"
+  expect_contains "e2m1 description" "$(grep '^e2m1 ' <<<"$out")" "OCP FP4 E2M1: bias 1, no Inf/NaN"
+  expect_contains "ue8m0 description" "$(grep '^ue8m0 ' <<<"$out")" "unsigned, bias 127, no zero, NaN 0xff, no Inf"
+  expect_contains "int8 description" "$(grep '^int8 ' <<<"$out")" "two's complement integer: -128 .. 127"
+  expect_contains "uint4 description" "$(grep '^uint4 ' <<<"$out")" "unsigned integer: 0 .. 15"
   expect_contains "spec hint" "$out" "p3109:k=K:p=P"
   ;;
 format)

@@ -30,11 +30,16 @@ TEST_CASE("preset limits are derived from the records", "[format]") {
   CHECK(max_finite(formats::bf16) == 0x1.FEp127);
   CHECK(max_finite(formats::fp32) == 0x1.FFFFFEp127);
   CHECK(max_finite(formats::e8m13) == 0x1.FFF8p127);
-  CHECK(max_finite(formats::int8) == 127.0);
-  CHECK(lowest_finite(formats::int8) == -128.0);
-  CHECK(max_finite(formats::int4) == 7.0);
-  CHECK(lowest_finite(formats::int4) == -8.0);
-  CHECK(max_finite(formats::uint4) == 15.0);
+  CHECK(max_finite(formats::int8) == 127.0);      // 0b0111'1111
+  CHECK(lowest_finite(formats::int8) == -128.0);  // 0b1000'0000
+  CHECK(decode(formats::int8, 0b1000'0000) == -128.0);
+  CHECK(max_finite(formats::int4) == 7.0);        // 0b0111
+  CHECK(lowest_finite(formats::int4) == -8.0);    // 0b1000
+  CHECK(decode(formats::int4, 0b1000) == -8.0);
+  CHECK(max_finite(formats::uint8) == 255.0);     // 0b1111'1111
+  CHECK(lowest_finite(formats::uint8) == 0.0);
+  CHECK(max_finite(formats::uint4) == 15.0);      // 0b1111
+  CHECK(lowest_finite(formats::uint4) == 0.0);
 }
 
 TEST_CASE("special codes", "[format]") {

@@ -2,6 +2,7 @@
 // at most 16 bits: encode against the independent value-list reference (format_reference.hpp).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <limits>
@@ -33,15 +34,8 @@ void add_with_neighbours(std::vector<double>& points, double x, int steps) {
 // side of each, two interior points per gap, the underflow and overflow regions and the specials;
 // with both signs.
 std::vector<double> boundary_points(const ReferenceFormat& r) {
-  std::vector<double> line = r.values();
-  const double max = line.back(), lowest = line.front();
-  if (r.format().is_integer()) {
-    line.insert(line.begin(), lowest - 1);
-    line.push_back(max + 1);
-  } else {
-    line.insert(line.begin(), -r.beyond());
-    line.push_back(r.beyond());
-  }
+  const std::vector<double> line = r.extended_values();
+  const double max = r.values().back();
   std::vector<double> points;
   for (std::size_t i = 0; i + 1 < line.size(); ++i) {
     const double a = line[i], b = line[i + 1];
@@ -53,14 +47,19 @@ std::vector<double> boundary_points(const ReferenceFormat& r) {
     points.push_back(a + 3 * (b - a) / 4);
   }
   add_with_neighbours(points, line.back(), 1);
-  for (double special : {0.0, DBL_TRUE_MIN, DBL_MIN, DBL_MAX, 2 * max, 1e30, std::ldexp(line[1], -1),
-                         std::ldexp(line[1], -2), double(INFINITY), double(NAN)})
+  const double smallest_positive = *std::upper_bound(r.values().begin(), r.values().end(), 0.0);
+  for (double special : {DBL_TRUE_MIN, DBL_MIN, DBL_MAX, 2 * max, 1e30, std::ldexp(smallest_positive, -1),
+                         std::ldexp(smallest_positive, -2), double(INFINITY), double(NAN)})
     points.push_back(special);
-  // The line holds the negative values of signed formats; unsigned ones take -x as well.
+  // The line holds the negative values of signed formats; unsigned ones take -x as well, and
+  // every format the underflow region below its smallest positive value, overflow and NaN.
   const std::size_t n = points.size();
   for (std::size_t i = 0; i < n; ++i)
-    if (!r.format().is_signed || points[i] >= max || std::isnan(points[i]) || std::fabs(points[i]) < line[1])
+    if (!r.format().is_signed || points[i] >= max || std::isnan(points[i]) || std::fabs(points[i]) < smallest_positive)
       points.push_back(-points[i]);
+  // Both zeros explicitly (-0 is +0 where the negative-zero code is NaN).
+  points.push_back(0.0);
+  points.push_back(-0.0);
   return points;
 }
 

@@ -96,6 +96,64 @@ TEST_CASE("stochastic rounding frequencies match the distance", "[convert][stoch
   }
 }
 
+TEST_CASE("stochastic rounding frequencies in subnormal, zero, binade-crossing and overflow gaps",
+          "[convert][stochastic]") {
+  // Gaps between a value T and the next one away from zero, A, where the code arithmetic is not
+  // that of [1, next): the frequency of A must follow from the distance alone,
+  // P(A) = (|x| - T) / (A - T) truncated to 32 bits (A - T is a power of two, so P is exact). The
+  // codes are golden, for positive x; negative x take the sign bit as well.
+  struct Gap {
+    const char* what;
+    const char* spec;
+    Overflow overflow;
+    double toward, away;
+    Code toward_code, away_code;
+  };
+  const Gap gaps[]{
+      {"e4m3 subnormals 3*2^-9 .. 4*2^-9", "e4m3", Overflow::saturate, 0x3p-9, 0x4p-9, 0b0'0000'011, 0b0'0000'100},
+      {"e4m3 zero .. smallest subnormal 2^-9", "e4m3", Overflow::saturate, 0.0, 0x1p-9, 0b0'0000'000, 0b0'0000'001},
+      {"e2m1 subnormal 0.5 .. min normal 1", "e2m1", Overflow::saturate, 0.5, 1.0, 0b0'00'1, 0b0'01'0},
+      {"no subnormals: zero .. min normal 2^-7", "e4m3:bias=8:no-subnormals", Overflow::saturate, 0.0, 0x1p-7,
+       0b0'0000'000, 0b0'0001'000},
+      {"e4m3 binade crossing 1.875 .. 2", "e4m3", Overflow::saturate, 1.875, 2.0, 0b0'0111'111, 0b0'1000'000},
+      {"e5m2 binade crossing 1.75 .. 2", "e5m2", Overflow::saturate, 1.75, 2.0, 0b0'01111'11, 0b0'10000'00},
+      {"e4m3 just below max finite, 416 .. 448", "e4m3", Overflow::saturate, 416.0, 448.0, 0b0'1111'101, 0b0'1111'110},
+      {"e4m3 max finite 448 .. 480 (overflow to NaN)", "e4m3", Overflow::nan, 448.0, 480.0, 0b0'1111'110, 0b0'1111'111},
+      {"e5m2 max finite 57344 .. 65536 (overflow to Inf)", "e5m2", Overflow::inf, 57344.0, 65536.0, 0b0'11110'11,
+       0b0'11111'00},
+      // Saturating: rounding away overflows to max finite again, so every draw gives 448.
+      {"e4m3 max finite 448 .. 480 (saturate)", "e4m3", Overflow::saturate, 448.0, 480.0, 0b0'1111'110, 0b0'1111'110},
+  };
+  constexpr int kDraws = 1 << 16;
+  constexpr int kBits = 32;
+  std::uint64_t seed = 1000;
+  for (const Gap& gap : gaps) {
+    const Format f = format_from_string(gap.spec);
+    for (double fraction : {0.5, 0.25, 0.9, 1.0 / 3, 0.01, 0x1p-10})
+      for (const bool negative : {false, true}) {
+        const double magnitude = gap.toward + fraction * (gap.away - gap.toward);
+        const double x = negative ? -magnitude : magnitude;
+        const double p = std::ldexp(double(truncated_fraction((magnitude - gap.toward) / (gap.away - gap.toward), kBits)), -kBits);
+        const Code sign = negative ? f.sign_mask() : 0;
+        const ConversionOptions options{.rounding = Rounding::stochastic, .overflow = gap.overflow, .random_bits = kBits,
+                                        .seed = ++seed};
+        int away = 0, neighbours = 0;
+        for (int i = 0; i < kDraws; ++i) {
+          const Code got = encode(f, x, options, std::uint64_t(i));
+          away += got == (sign | gap.away_code);
+          neighbours += got == (sign | gap.toward_code) || got == (sign | gap.away_code);
+        }
+        // 5 standard deviations of the binomial count: a fixed seed makes the outcome fixed, and
+        // a correct rule fails one such check in about 2 million.
+        const double sigma = std::sqrt(kDraws * p * (1 - p));
+        INFO(fmt::format("{}: x={} seed={}: {} of {} away, expected {:.1f} +- {:.1f}", gap.what, x, options.seed, away,
+                         kDraws, kDraws * p, 5 * sigma));
+        CHECK(neighbours == kDraws);
+        if (gap.toward_code != gap.away_code) CHECK(std::fabs(away - kDraws * p) <= 5 * sigma);
+      }
+  }
+}
+
 TEST_CASE("stochastic_bits is uniform, and fewer bits are a prefix of more", "[convert][stochastic]") {
   constexpr int kDraws = 1 << 20;
   for (std::uint64_t seed : {0ull, 1ull, 0xDEADBEEFull}) {
