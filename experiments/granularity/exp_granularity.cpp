@@ -165,8 +165,12 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     for (int h = 0; h < d.heads(); ++h) {
       const MatrixD reference = attention_reference(d.q[h].cast<double>(), d.k[h].cast<double>(), d.v[h].cast<double>());
+      const auto name = [&](int i, const char* tensor) {
+        return (data.empty() ? std::string("synthetic ") + tensor : data[std::size_t(i)]) + " head " + std::to_string(h);
+      };
+      const QkTensorNames names{name(0, "Q"), name(1, "K"), name(2, "V")};
       for (const Method& m : ms) {
-        const QkAttentionResult r = quantized_qk_attention(d.q[h], d.k[h], d.v[h], m.config);
+        const QkAttentionResult r = quantized_qk_attention(d.q[h], d.k[h], d.v[h], m.config, names);
         rows.push_back({m.table, m.name, h, compare(reference, r.output), r.mean_q_scale, r.mean_k_scale});
       }
       std::cerr << "head " << h + 1 << "/" << d.heads() << " done\n";
