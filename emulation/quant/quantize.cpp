@@ -401,7 +401,8 @@ MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b) {
   for (const QuantizedTensor* t : {&a, &b})
     if (!t->spec.grouping.row_constant() || t->spec.outer != OuterScale::none)
       throw std::invalid_argument("scaled_matmul: " + t->spec.name +
-                                  " is not row-scaled (one scale per row, no outer scale)");
+                                  " is not row-scaled (one scale per row, no outer scale); block-scaled tensors "
+                                  "go through block_scaled_matmul (emulation/quant/block_scaled.hpp)");
   if (a.cols != b.cols)
     throw std::invalid_argument("scaled_matmul: reduction lengths differ (" + std::to_string(a.cols) + " vs " +
                                 std::to_string(b.cols) + ")");

@@ -160,7 +160,8 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
 MatrixF dequantize(const QuantizedTensor& q);         // rows x cols
 MatrixF dequantize_padded(const QuantizedTensor& q);  // padded_rows x padded_cols
 
-// a and b row-scaled (Grouping::row_constant, no outer scale), same column count:
+// a and b row-scaled (Grouping::row_constant, no outer scale), same column count (block-scaled
+// tensors: block_scaled_matmul in block_scaled.hpp):
 // S[i][j] = float(sum_c decode(a_ic) decode(b_jc)) * float(s_a(i) * s_b(j)), with the sum exact
 // (integer codes: exact in double below 2^53). Returns a.rows x b.rows.
 MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b);
