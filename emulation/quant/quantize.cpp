@@ -58,7 +58,7 @@ Grouping from_tiling(const ThreadTiling& t, Operand operand, GroupScope scope) {
 }  // namespace
 
 Grouping per_thread(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::thread); }
-Grouping per_warp(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::unit); }
+Grouping per_warp(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::warp); }
 
 }  // namespace grouping
 

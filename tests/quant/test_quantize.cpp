@@ -35,6 +35,7 @@ std::vector<Grouping> all_groupings() {
           grouping::per_thread(mma, Operand::q),
           grouping::per_thread(mma, Operand::k),
           grouping::per_warp(mma, Operand::q),
+          grouping::per_warp(wg, Operand::q),
           grouping::per_thread(wg, Operand::q),
           grouping::per_thread(wg, Operand::k),
           grouping::microscale(16),
@@ -152,7 +153,7 @@ TEST_CASE("the fast quantizer equals the element-by-element reference, bit for b
     require_identical(quantize(ties, presets::int4(g)), quantize_reference(ties, presets::int4(g)));
     ++cases;
   }
-  CHECK(cases == 2 * 13 * 10 + 13);
+  CHECK(cases == 2 * 14 * 10 + 14);
 }
 
 TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)", "[quantize]") {
