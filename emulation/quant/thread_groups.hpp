@@ -14,7 +14,8 @@
 // warpgroup holds rows 16w..16w+15 of every 64-row tile, so its Q group is those rows.
 //
 // Header-only and constexpr (LOWBIT_HD): a CUDA kernel can derive the same map on the device,
-// or take it from the host.
+// or take it from the host (tests/quant/test_thread_groups_device.cu compiles it with nvcc, in
+// constant expressions and in a kernel whose maps it compares with the host's).
 #pragma once
 
 #include <array>
@@ -28,7 +29,9 @@
 namespace lowbit::quant {
 
 // A tensor-core instruction as the quantizer sees it: the m x n tile of S it produces, its
-// reduction depth k, the operand element format, and its accumulator fragment.
+// reduction depth k, the operand element format, and its accumulator fragment. The MMA registry
+// (emulation/mma/instruction.hpp) is not constexpr, so these are typed here;
+// test_thread_groups checks each against the registry's instruction.
 struct MmaAtom {
   const char* name = "";
   int m = 0, n = 0, k = 0;

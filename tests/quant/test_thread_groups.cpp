@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "emulation/mma/instruction.hpp"
 #include "emulation/quant/quantize.hpp"
 #include "emulation/quant/thread_groups.hpp"
 #include "tensors.hpp"
@@ -186,6 +187,35 @@ TEST_CASE("per-warp, wgmma: a warp's rows are 16w..16w+15 of every 64-row tile, 
   const Grouping q = grouping::per_warp({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, Operand::q);
   CHECK(q.name.rfind("per-warp(", 0) == 0);
   CHECK(q.groups_per_period == 4);
+}
+
+// MmaAtom is constexpr (derive_groups runs on the device) and the MMA registry is not, so the
+// atoms are typed twice; this keeps them equal: shape, element format (A and B) and accumulator
+// fragment of each atom against the registry's instruction.
+TEST_CASE("the quantizer's atoms agree with the MMA registry", "[groups][registry]") {
+  struct Case {
+    MmaAtom atom;
+    std::string ptx;
+  };
+  std::vector<Case> cases{{atoms::mma_m16n8k32_s8, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"},
+                          {atoms::mma_m16n8k64_s4, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32"}};
+  for (int n = 8; n <= 256; n += 8)
+    cases.push_back({atoms::wgmma_m64k32_s8(n), "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k32.s32.s8.s8"});
+  for (const Case& c : cases) {
+    INFO(c.atom.name << " as " << c.ptx);
+    const mma::Atom at = mma::find_instruction("sm_90", c.ptx).atom;
+    CHECK(at.m == c.atom.m);
+    CHECK(at.n == c.atom.n);
+    CHECK(at.k == c.atom.k);
+    CHECK(at.a == c.atom.element);
+    CHECK(at.b == c.atom.element);
+    REQUIRE(at.c_fragment.has_value());
+    CHECK(*at.c_fragment == c.atom.accumulator);
+  }
+  // The m8n8 atoms have no registry entry to agree with; when the registry gains them, this fails
+  // and they belong in the list above.
+  for (const char* ptx : {"mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32", "mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32"})
+    CHECK_THROWS_AS(mma::find_instruction("sm_80", ptx), mma::UnknownInstruction);
 }
 
 TEST_CASE("invalid tilings are named precisely", "[groups]") {
