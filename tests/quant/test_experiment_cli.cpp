@@ -7,6 +7,8 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -64,5 +66,36 @@ TEST_CASE("exp_granularity --data: a NaN in a file is named with the file, count
   CHECK_THAT(r.output, Catch::Contains("exp_granularity: error: " + (dir / "q.npy").string() +
                                        " head 0: 1 non-finite value (1 NaN, 0 Inf), the first at [130, 5] (NaN)"));
   CHECK_FALSE(std::filesystem::exists(dir / "out" / "granularity.csv"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exp_granularity: --element must be what --instruction multiplies", "[cli]") {
+  const auto dir = scratch("element");
+  const Run r = run(kExp + " --instruction mma.m16n8k64.s4 --element int8 --heads 1 --tokens 128 --dim 64 --out " +
+                    (dir / "out").string());
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("--element int8 does not fit --instruction mma.m16n8k64.s4, which multiplies "
+                                       "int4 operands"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exp_granularity --dim 96: HadmdAttn is skipped with a note, the rest runs", "[cli]") {
+  const auto dir = scratch("dim96");
+  const Run r = run(kExp + " --dim 96 --heads 1 --tokens 256 --tables methods --out " + (dir / "out").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string why = "the random Hadamard rotation needs a power-of-two head dimension (d = 96)";
+  CHECK_THAT(r.output, Catch::Contains("note: HadmdAttn skipped: " + why));
+  const auto read = [&](const char* name) {
+    std::ifstream in(dir / "out" / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK_THAT(read("summary.csv"), Catch::Contains("\"smoothing methods, per-thread\",\"HadmdAttn\",skipped,,,") &&
+                                      Catch::Contains("\"Smooth Q+K\",mean,"));
+  CHECK_THAT(read("granularity.csv"), Catch::Contains("# skipped: smoothing methods, per-thread / HadmdAttn: " + why) &&
+                                          !Catch::Contains("\"HadmdAttn\",0,"));
+  CHECK_THAT(read("granularity.json"), Catch::Contains("\"skipped\": \"" + why + "\""));
+  CHECK_THAT(read("table.md"), Catch::Contains("| HadmdAttn | skipped: " + why));
   std::filesystem::remove_all(dir);
 }
