@@ -99,3 +99,18 @@ TEST_CASE("exp_granularity --dim 96: HadmdAttn is skipped with a note, the rest 
   CHECK_THAT(read("table.md"), Catch::Contains("| HadmdAttn | skipped: " + why));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("bench_quantize: counts below 1 and unwritable output are errors, not NaN or an abort", "[cli]") {
+  const std::string bench = LOWBIT_BENCH_QUANTIZE;
+  for (const char* option : {"--heads", "--tokens", "--dim", "--repeats"}) {
+    const Run r = run(bench + " " + option + " 0");
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);  // an error exit, not a signal (abort)
+    CHECK_THAT(r.output, Catch::Contains(std::string(option) + ": must be a whole number >= 1, got 0"));
+  }
+  const Run r = run(bench + " --heads 1 --tokens 64 --dim 64 --repeats 1 --out /proc/lowbit-bench.csv");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("bench_quantize: error: /proc/lowbit-bench.csv: cannot write"));
+}
