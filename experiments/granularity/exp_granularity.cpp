@@ -146,6 +146,9 @@ int main(int argc, char** argv) {
   for (auto [flag, value, help] : std::initializer_list<std::tuple<const char*, double*, const char*>>{
            {"--token-scale-sigma", &synthetic.token_scale_sigma, "log-sd of token magnitudes"},
            {"--token-scale-length", &synthetic.token_scale_length, "correlation length of token magnitudes (tokens)"},
+           {"--token-noise-length", &synthetic.token_noise_length,
+            "correlation length (tokens) of each channel's token-to-token variation: neighbouring tokens share their "
+            "vectors and amax (0: independent)"},
            {"--outlier-token-fraction", &synthetic.outlier_token_fraction, "fraction of tokens scaled up"},
            {"--outlier-token-scale", &synthetic.outlier_token_scale, "their magnitude factor"},
            {"--outlier-std", &synthetic.outlier_std, "spread of the outlier channels"},

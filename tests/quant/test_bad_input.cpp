@@ -334,4 +334,33 @@ TEST_CASE("synthetic data: deterministic per seed, validated spec", "[synthetic]
   CHECK(mean.cwiseAbs().maxCoeff() > 4 * (a.k[0].rowwise() - mean).cwiseAbs().colwise().mean().minCoeff());
   s.outlier_channels = 65;
   CHECK_THROWS_WITH(make_synthetic_attention(s), Catch::Contains("outlier_channels=65"));
+  s.outlier_channels = 4;
+  s.token_noise_length = -1;
+  CHECK_THROWS_WITH(make_synthetic_attention(s), Catch::Contains("token_noise_length=-1"));
+}
+
+TEST_CASE("synthetic data: token_noise_length correlates neighbouring tokens as exp(-lag / length)", "[synthetic]") {
+  SyntheticAttentionSpec s;
+  s.heads = 1;
+  s.tokens = 4096;
+  s.dim = 128;
+  s.token_scale_sigma = 0;  // unit token magnitudes, so K - mean(K) is std[c] * z
+  s.outlier_token_fraction = 0;
+  // Correlation at lag `lag` of K's channels, pooled over channels.
+  const auto correlation = [](const MatrixF& k, int lag) {
+    const MatrixD z = k.cast<double>().rowwise() - k.cast<double>().colwise().mean();
+    const Eigen::Index n = z.rows() - lag;
+    const double cross = (z.topRows(n).array() * z.bottomRows(n).array()).sum();
+    return cross / std::sqrt(z.topRows(n).array().square().sum() * z.bottomRows(n).array().square().sum());
+  };
+  const MatrixF independent = make_synthetic_attention(s).k[0];
+  CHECK(std::fabs(correlation(independent, 1)) < 0.02);
+  s.token_noise_length = 16;
+  const MatrixF correlated = make_synthetic_attention(s).k[0];
+  for (int lag : {1, 8, 24}) {
+    INFO("lag " << lag);
+    CHECK(correlation(correlated, lag) == Approx(std::exp(-lag / 16.0)).margin(0.05));
+  }
+  // The bias and the channel profile are drawn before z: only the token-to-token part changes.
+  CHECK((correlated.colwise().mean() - independent.colwise().mean()).cwiseAbs().maxCoeff() < 0.5);
 }
