@@ -71,6 +71,8 @@ std::optional<std::string> SyntheticAttentionSpec::validate() const {
   if (q_segment_tokens < 1) return "q_segment_tokens=" + std::to_string(q_segment_tokens) + ": must be >= 1";
   if (token_scale_length < 0 || token_scale_length > 1e5)
     return "token_scale_length=" + std::to_string(token_scale_length) + ": must be in [0, 1e5]";
+  if (!(token_noise_length >= 0 && token_noise_length <= 1e9))
+    return "token_noise_length=" + std::to_string(token_noise_length) + ": must be in [0, 1e9]";
   if (!(outlier_token_fraction >= 0 && outlier_token_fraction <= 1))
     return "outlier_token_fraction=" + std::to_string(outlier_token_fraction) + ": must be in [0, 1]";
   for (double v : {token_scale_sigma, outlier_token_scale, outlier_std, outlier_bias, k_bias_std, q_bias_std, q_segment_offset_std,
@@ -86,6 +88,7 @@ nlohmann::json SyntheticAttentionSpec::to_json() const {
           {"seed", seed},
           {"token_scale_sigma", token_scale_sigma},
           {"token_scale_length", token_scale_length},
+          {"token_noise_length", token_noise_length},
           {"outlier_token_fraction", outlier_token_fraction},
           {"outlier_token_scale", outlier_token_scale},
           {"outlier_channels", outlier_channels},
@@ -127,14 +130,19 @@ AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
     const auto r_q = token_scales(normal, s);
     const auto r_k = token_scales(normal, s);
     const auto r_v = token_scales(normal, s);
+    // z of each tensor and channel, carried along the tokens (rho = 0: z = e, bit for bit).
+    const double rho = s.token_noise_length > 0 ? std::exp(-1.0 / s.token_noise_length) : 0.0;
+    const double innovation = std::sqrt(1.0 - rho * rho);
+    std::vector<double> z_k(std::size_t(s.dim)), z_q(std::size_t(s.dim)), z_v(std::size_t(s.dim));
+    const auto step = [&](double& z, int t) { return z = t == 0 ? normal() : rho * z + innovation * normal(); };
     MatrixF q(s.tokens, s.dim), k(s.tokens, s.dim), v(s.tokens, s.dim);
     for (int t = 0; t < s.tokens; ++t)
       for (int c = 0; c < s.dim; ++c) {
         const auto ct = std::size_t(c), tt = std::size_t(t);
-        k(t, c) = float(k_bias[ct] + r_k[tt] * channel_std[ct] * normal());
-        q(t, c) = float(s.q_gain *
-                        (q_bias[ct] + q_offset(t / s.q_segment_tokens, c) + r_q[tt] * channel_std[ct] * normal()));
-        v(t, c) = float(v_bias[ct] + r_v[tt] * normal());
+        k(t, c) = float(k_bias[ct] + r_k[tt] * channel_std[ct] * step(z_k[ct], t));
+        const double q_noise = r_q[tt] * channel_std[ct] * step(z_q[ct], t);
+        q(t, c) = float(s.q_gain * (q_bias[ct] + q_offset(t / s.q_segment_tokens, c) + q_noise));
+        v(t, c) = float(v_bias[ct] + r_v[tt] * step(z_v[ct], t));
       }
     data.q.push_back(std::move(q));
     data.k.push_back(std::move(k));

@@ -1,10 +1,10 @@
 // Deterministic synthetic attention inputs (Q, K, V per head) with the statistics that make the
 // SageAttention comparisons meaningful, so experiments run without model weights.
 //
-// Per head, with z ~ N(0, 1) i.i.d. per element and a channel profile drawn once per head:
-//   K[t, c] = k_bias[c] + r_k(t) * std[c] * z
-//   Q[t, c] = q_bias[c] + q_offset[segment(t), c] + r_q(t) * std[c] * z      (times q_gain)
-//   V[t, c] = v_bias[c] + r_v(t) * z
+// Per head, with a channel profile drawn once per head:
+//   K[t, c] = k_bias[c] + r_k(t) * std[c] * z_k(t, c)
+//   Q[t, c] = q_bias[c] + q_offset[segment(t), c] + r_q(t) * std[c] * z_q(t, c)      (times q_gain)
+//   V[t, c] = v_bias[c] + r_v(t) * z_v(t, c)
 // where
 //   std[c]   = 1, or outlier_std on `outlier_channels` random channels (channel-wise outliers
 //              that smoothing cannot remove);
@@ -19,6 +19,13 @@
 //              token_scale_length: token magnitudes vary smoothly, as neighbouring tokens of
 //              images and video do, and a few tokens are much larger (massive activations,
 //              attention sinks). Both are what finer quantization granularity resolves.
+//   z(t, c)  ~ N(0, 1), for each channel an AR(1) (Ornstein-Uhlenbeck) process along the tokens
+//              with correlation exp(-|t - t'| / token_noise_length):
+//              z(t) = rho z(t-1) + sqrt(1 - rho^2) e(t), rho = exp(-1 / token_noise_length).
+//              Neighbouring tokens of images, video and text have similar Q, K, V vectors, so
+//              they share their largest channels and their amax; 0 (the default) makes every
+//              element independent. This is what decides whether the 4 tokens of a per-thread
+//              Q group (rows i, i+8, i+16, i+24) have nearly equal amax.
 // Random numbers: std::mt19937_64 (its output is fixed by the C++ standard) and Box-Muller, so
 // the data is the same on every platform for a given seed.
 #pragma once
@@ -46,6 +53,7 @@ struct SyntheticAttentionSpec {
   std::uint64_t seed = 1;
   double token_scale_sigma = 0.3;
   double token_scale_length = 512;
+  double token_noise_length = 0;
   double outlier_token_fraction = 0.002;
   double outlier_token_scale = 8.0;
   int outlier_channels = 4;

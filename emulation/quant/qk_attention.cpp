@@ -1,6 +1,9 @@
 #include "emulation/quant/qk_attention.hpp"
 
 #include <cmath>
+#include <span>
+#include <stdexcept>
+#include <tuple>
 
 #include "emulation/quant/rotation.hpp"
 #include "emulation/quant/smoothing.hpp"
@@ -19,10 +22,23 @@ double mean_row_scale(const QuantizedTensor& t) {
   return sum / t.rows;
 }
 
+NonFiniteReport scan(const MatrixF& x) { return scan_nonfinite(std::span<const float>(x.data(), std::size_t(x.size()))); }
+
 }  // namespace
 
 QkAttentionResult quantized_qk_attention(const MatrixF& q_in, const MatrixF& k_in, const MatrixF& v,
-                                         const QkAttentionConfig& config) {
+                                         const QkAttentionConfig& config, const QkTensorNames& names) {
+  const bool propagate =
+      config.q_spec.nonfinite == NonFinitePolicy::propagate && config.k_spec.nonfinite == NonFinitePolicy::propagate;
+  QkAttentionResult result;
+  for (auto [x, name, report] : {std::tuple{&q_in, &names.q, &result.q_nonfinite},
+                                 std::tuple{&k_in, &names.k, &result.k_nonfinite}, std::tuple{&v, &names.v, &result.v_nonfinite}}) {
+    *report = scan(*x);
+    if (report->any() && !propagate)
+      throw std::invalid_argument(report->describe(*name, std::size_t(x->cols())) +
+                                  "; refusing to quantize (nonfinite=propagate in both the Q and the K spec passes them "
+                                  "through)");
+  }
   MatrixF q = q_in, k = k_in;
   if (config.baseline == QkBaseline::smooth_attn) {
     MigratedQk m = smooth_attn(q, k, config.smooth_attn_alpha);
@@ -40,7 +56,10 @@ QkAttentionResult quantized_qk_attention(const MatrixF& q_in, const MatrixF& k_i
   const MatrixD product = scaled_matmul(qq, kq).cast<double>();
   const MatrixD scores = correct_scores(product, widen(sq), widen(sk), ScoreCorrection::softmax) /
                          std::sqrt(double(q.cols()));
-  return {attention_from_scores(scores, v.cast<double>()), mean_row_scale(qq), mean_row_scale(kq)};
+  result.output = attention_from_scores(scores, v.cast<double>());
+  result.mean_q_scale = mean_row_scale(qq);
+  result.mean_k_scale = mean_row_scale(kq);
+  return result;
 }
 
 }  // namespace lowbit::quant

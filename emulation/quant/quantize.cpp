@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
@@ -57,7 +58,7 @@ Grouping from_tiling(const ThreadTiling& t, Operand operand, GroupScope scope) {
 }  // namespace
 
 Grouping per_thread(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::thread); }
-Grouping per_warp(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::unit); }
+Grouping per_warp(const ThreadTiling& t, Operand operand) { return from_tiling(t, operand, GroupScope::warp); }
 
 }  // namespace grouping
 
@@ -87,6 +88,9 @@ std::optional<std::string> QuantSpec::validate() const {
   }
   if (outer != OuterScale::none && scale.format == formats::fp32)
     return "an outer scale is amax / (max_finite(scale format) * target): it needs a narrow scale format, not fp32";
+  if (nonfinite == NonFinitePolicy::propagate && !element.has_nan() && !scale.format.has_nan())
+    return "nonfinite=propagate: neither the element format " + format_name(element) + " nor the scale format " +
+           format_name(scale.format) + " has a NaN to carry a non-finite input";
   return std::nullopt;
 }
 
@@ -137,19 +141,37 @@ void prepare(const MatrixF& x, const QuantSpec& spec, std::string_view tensor, Q
   }
 }
 
-void refuse_nonfinite(const MatrixF& x, const QuantSpec& spec, std::string_view tensor) {
-  if (spec.nonfinite != NonFinitePolicy::refuse) return;
+// Counts and locates NaN/Inf of the input; throws when the policy refuses them.
+NonFiniteReport check_nonfinite(const MatrixF& x, const QuantSpec& spec, std::string_view tensor) {
   const auto report = scan_nonfinite(std::span<const float>(x.data(), std::size_t(x.size())));
-  if (report.any())
+  if (report.any() && spec.nonfinite == NonFinitePolicy::refuse)
     throw std::invalid_argument(report.describe(tensor, std::size_t(x.cols())) +
                                 "; refusing to quantize (nonfinite=propagate passes them through)");
+  return report;
+}
+
+// Whether the element format holds the non-finite value v in a code of its own: NaN needs a
+// NaN code; Inf an Inf code or, failing that, a NaN code.
+bool element_holds(const Format& element, float v) {
+  return std::isnan(v) ? element.has_nan() : element.has_inf() || element.has_nan();
+}
+
+// The code of a non-finite value the element holds (its Inf, else its NaN).
+Code nonfinite_code(const Format& element, float v) {
+  return encode(element, double(v), {.overflow = element.has_inf() ? Overflow::inf : Overflow::nan});
+}
+
+// Marks a group whose values the element format cannot hold: NaN scale (zero codes follow).
+void poison_scale(const QuantSpec& spec, Code& code, float& value) {
+  code = encode(spec.scale.format, std::numeric_limits<double>::quiet_NaN());
+  value = std::numeric_limits<float>::quiet_NaN();
 }
 
 // The scale of a group from its amax (or the fixed scale).
 void set_scale(const QuantSpec& spec, float amax, Code& code, float& value) {
   const ScaleSpec& s = spec.scale;
   double scale;
-  // Narrow scale formats saturate (cvt ... satfinite); fp32 keeps an Inf amax as an Inf scale.
+  // Narrow scale formats saturate (cvt ... satfinite); fp32 keeps an overflow as Inf.
   ConversionOptions to_scale{.rounding = Rounding::nearest_even,
                              .overflow = s.format.has_inf() ? Overflow::inf : Overflow::saturate};
   if (s.rule == ScaleRule::fixed) {
@@ -158,8 +180,7 @@ void set_scale(const QuantSpec& spec, float amax, Code& code, float& value) {
     // OCP MX v1.0: shared exponent floor(log2(amax)) - emax_elem (amax = 0: the smallest scale).
     int exponent = 0;
     std::frexp(amax, &exponent);  // amax = f * 2^exponent, f in [0.5, 1)
-    scale = amax > 0 && std::isfinite(amax) ? std::ldexp(1.0, exponent - 1 - max_exponent(spec.element))
-                                            : amax > 0 ? double(amax) : 0.0;
+    scale = amax > 0 ? std::ldexp(1.0, exponent - 1 - max_exponent(spec.element)) : 0.0;  // amax is finite
   } else {
     scale = double(amax / float(spec.target()));  // float32 division, as the kernels do
     to_scale.rounding = s.rounding == ScaleRounding::toward_positive ? Rounding::toward_positive
@@ -176,19 +197,29 @@ float outer_scale(const QuantSpec& spec, float amax) {
   return s > 0 ? s : 1.0f;  // an all-zero region keeps its zeros
 }
 
-// max(m, |v|) with NaN ignored and Inf kept, like fmaxf (and vectorizable: maxps keeps m).
+// max(m, |v|) for finite v (vectorizable: maxps keeps m).
 inline float abs_max_step(float m, float v) {
   const float a = std::fabs(v);
   return m < a ? a : m;
 }
 
-// max |v| over n values (NaN ignored, Inf kept), and whether any is NaN or Inf (v * 0 is NaN
-// exactly for those). Eigen's reductions are vectorized.
+// max |v| over n values, and whether any is NaN or Inf (v * 0 is NaN exactly for those). The
+// maximum is meaningful only when none is; Eigen's reductions are vectorized.
 float abs_max(const float* v, int n, bool& nonfinite) {
   const Eigen::Map<const Eigen::ArrayXf> values(v, n);
   if (std::isnan((values * 0.0f).sum())) nonfinite = true;
-  const float m = values.abs().maxCoeff<Eigen::PropagateNumbers>();
-  return m >= 0 ? m : 0.0f;  // all NaN
+  return values.abs().maxCoeff<Eigen::PropagateNumbers>();
+}
+
+// max |v| over the finite values among n (propagate), and whether some non-finite value is one
+// the element format cannot hold (its group is poisoned).
+float finite_abs_max(const float* v, int n, const Format& element, bool& unheld) {
+  float m = 0;
+  for (int i = 0; i < n; ++i) {
+    if (std::isfinite(v[i])) m = abs_max_step(m, v[i]);
+    else if (!element_holds(element, v[i])) unheld = true;
+  }
+  return m;
 }
 
 }  // namespace
@@ -219,14 +250,26 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
   const int rows = q.padded_rows, cols = q.padded_cols;
   const int block = spec.grouping.col_block > 0 ? spec.grouping.col_block : cols;
 
-  // Pass 1: amax of every (row, column group), and a non-finite check on the way.
-  std::vector<float> segment_amax(std::size_t(rows) * std::size_t(q.col_groups));
+  // Pass 1: amax of every (row, column group), and a non-finite check on the way. Non-finite
+  // input (rare) takes a second, plain pass: finite amax and the segments it poisons.
+  const std::size_t segments = std::size_t(rows) * std::size_t(q.col_groups);
+  std::vector<float> segment_amax(segments);
+  const auto segment_data = [&](std::size_t segment) {
+    return xp.data() + segment / std::size_t(q.col_groups) * std::size_t(cols) +
+           segment % std::size_t(q.col_groups) * std::size_t(block);
+  };
   bool nonfinite = false;
-  for (int r = 0; r < rows; ++r)
-    for (int cg = 0; cg < q.col_groups; ++cg)
-      segment_amax[std::size_t(r) * std::size_t(q.col_groups) + std::size_t(cg)] =
-          abs_max(xp.data() + std::size_t(r) * std::size_t(cols) + std::size_t(cg * block), block, nonfinite);
-  if (nonfinite) refuse_nonfinite(x, spec, tensor);
+  for (std::size_t i = 0; i < segments; ++i) segment_amax[i] = abs_max(segment_data(i), block, nonfinite);
+  q.nonfinite = nonfinite ? check_nonfinite(x, spec, tensor) : NonFiniteReport{};
+  std::vector<std::uint8_t> segment_unheld;  // propagate: a value the element cannot hold
+  if (nonfinite) {
+    segment_unheld.assign(segments, 0);
+    for (std::size_t i = 0; i < segments; ++i) {
+      bool unheld = false;
+      segment_amax[i] = finite_abs_max(segment_data(i), block, spec.element, unheld);
+      segment_unheld[i] = unheld;
+    }
+  }
 
   // Outer scales; amax(x / s_o) = amax(x) / s_o since rounding is monotonic.
   if (spec.outer == OuterScale::per_tensor) {
@@ -245,13 +288,19 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
 
   // Group amax and scales.
   std::vector<float> group_amax(q.scales.size(), 0.0f);
+  std::vector<std::uint8_t> group_poisoned(segment_unheld.empty() ? 0 : q.scales.size(), 0);
   for (int r = 0; r < rows; ++r)
     for (int cg = 0; cg < q.col_groups; ++cg) {
-      float& m = group_amax[std::size_t(q.group_of(r, cg * block))];
-      const float a = segment_amax[std::size_t(r) * std::size_t(q.col_groups) + std::size_t(cg)];
-      m = abs_max_step(m, spec.outer == OuterScale::none ? a : a / q.outer_of(r));
+      const auto g = std::size_t(q.group_of(r, cg * block));
+      const std::size_t segment = std::size_t(r) * std::size_t(q.col_groups) + std::size_t(cg);
+      const float a = segment_amax[segment];
+      group_amax[g] = abs_max_step(group_amax[g], spec.outer == OuterScale::none ? a : a / q.outer_of(r));
+      if (!segment_unheld.empty() && segment_unheld[segment]) group_poisoned[g] = 1;
     }
-  for (std::size_t g = 0; g < group_amax.size(); ++g) set_scale(spec, group_amax[g], q.scale_codes[g], q.scales[g]);
+  for (std::size_t g = 0; g < group_amax.size(); ++g) {
+    set_scale(spec, group_amax[g], q.scale_codes[g], q.scales[g]);
+    if (!group_poisoned.empty() && group_poisoned[g]) poison_scale(spec, q.scale_codes[g], q.scales[g]);
+  }
 
   // Pass 2: scale into a row buffer (float32), then convert the span.
   std::vector<float> scaled(static_cast<std::size_t>(block));
@@ -261,25 +310,29 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
     for (int cg = 0; cg < q.col_groups; ++cg) {
       const float s = q.scales[std::size_t(q.group_of(r, cg * block))];
       const std::size_t first = std::size_t(r) * std::size_t(cols) + std::size_t(cg * block);
+      const float* x_first = xp.data() + first;
       Code* out = q.codes.data() + first;
-      if (s == 0) {
+      if (s == 0 || std::isnan(s)) {  // all zero, or poisoned by a value the element cannot hold
         std::fill(out, out + block, zero_code);
-        continue;
-      }
-      const float* in = xp.data() + first;
-      float* y = scaled.data();
-      if (spec.outer != OuterScale::none) {
-        for (int c = 0; c < block; ++c) y[c] = in[c] / so;
-        in = y;
-      }
-      if (spec.multiply_by_reciprocal) {
-        const float reciprocal = 1.0f / s;
-        for (int c = 0; c < block; ++c) y[c] = in[c] * reciprocal;
       } else {
-        for (int c = 0; c < block; ++c) y[c] = in[c] / s;
+        const float* in = x_first;
+        float* y = scaled.data();
+        if (spec.outer != OuterScale::none) {
+          for (int c = 0; c < block; ++c) y[c] = in[c] / so;
+          in = y;
+        }
+        if (spec.multiply_by_reciprocal) {
+          const float reciprocal = 1.0f / s;
+          for (int c = 0; c < block; ++c) y[c] = in[c] * reciprocal;
+        } else {
+          for (int c = 0; c < block; ++c) y[c] = in[c] / s;
+        }
+        encode(spec.element, std::span<const float>(scaled), std::span<Code>(out, std::size_t(block)),
+               spec.conversion, first);
       }
-      encode(spec.element, std::span<const float>(scaled), std::span<Code>(out, std::size_t(block)), spec.conversion,
-             first);
+      if (nonfinite && !std::isnan(s))  // propagate: what the element holds keeps its own code
+        for (int c = 0; c < block; ++c)
+          if (!std::isfinite(x_first[c])) out[c] = nonfinite_code(spec.element, x_first[c]);
     }
   }
 }
@@ -288,10 +341,10 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
   MatrixF padded;
   QuantizedTensor q;
   prepare(x, spec, tensor, q, padded);
-  refuse_nonfinite(x, spec, tensor);
+  q.nonfinite = check_nonfinite(x, spec, tensor);
   const MatrixF& xp = padded.size() ? padded : x;
   const int rows = q.padded_rows, cols = q.padded_cols;
-  // Outer scale: amax over its region, then x1 = x / s_o materialized.
+  // Outer scale: amax over the finite values of its region, then x1 = x / s_o materialized.
   if (spec.outer != OuterScale::none) {
     const bool per_row = spec.outer == OuterScale::per_row;
     q.outer_scales.assign(per_row ? std::size_t(rows) : 1, 0.0f);
@@ -299,7 +352,7 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
         float& m = amax[per_row ? std::size_t(r) : 0];
-        if (std::fabs(xp(r, c)) > m) m = std::fabs(xp(r, c));
+        if (std::isfinite(xp(r, c)) && std::fabs(xp(r, c)) > m) m = std::fabs(xp(r, c));
       }
     for (std::size_t i = 0; i < amax.size(); ++i) q.outer_scales[i] = outer_scale(spec, amax[i]);
   }
@@ -307,16 +360,26 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) x1(r, c) = spec.outer == OuterScale::none ? xp(r, c) : xp(r, c) / q.outer_of(r);
   std::vector<float> amax(q.scales.size(), 0.0f);
+  std::vector<bool> poisoned(q.scales.size(), false);
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      float& m = amax[std::size_t(q.group_of(r, c))];
-      if (std::fabs(x1(r, c)) > m) m = std::fabs(x1(r, c));
+      const auto g = std::size_t(q.group_of(r, c));
+      if (!std::isfinite(x1(r, c))) poisoned[g] = poisoned[g] || !element_holds(spec.element, x1(r, c));
+      else if (std::fabs(x1(r, c)) > amax[g]) amax[g] = std::fabs(x1(r, c));
     }
-  for (std::size_t g = 0; g < amax.size(); ++g) set_scale(spec, amax[g], q.scale_codes[g], q.scales[g]);
+  for (std::size_t g = 0; g < amax.size(); ++g) {
+    set_scale(spec, amax[g], q.scale_codes[g], q.scales[g]);
+    if (poisoned[g]) poison_scale(spec, q.scale_codes[g], q.scales[g]);
+  }
   for (int r = 0; r < rows; ++r)
     for (int c = 0; c < cols; ++c) {
-      const float s = q.scales[std::size_t(q.group_of(r, c))];
-      const float y = s == 0 ? 0.0f : spec.multiply_by_reciprocal ? x1(r, c) * (1.0f / s) : x1(r, c) / s;
+      const auto g = std::size_t(q.group_of(r, c));
+      const float s = q.scales[g];
+      if (!poisoned[g] && !std::isfinite(x1(r, c))) {
+        q.codes(r, c) = nonfinite_code(spec.element, x1(r, c));
+        continue;
+      }
+      const float y = s == 0 || poisoned[g] ? 0.0f : spec.multiply_by_reciprocal ? x1(r, c) * (1.0f / s) : x1(r, c) / s;
       q.codes(r, c) = encode(spec.element, double(y), spec.conversion, std::uint64_t(r) * std::uint64_t(cols) + c);
     }
   return q;
@@ -338,7 +401,8 @@ MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b) {
   for (const QuantizedTensor* t : {&a, &b})
     if (!t->spec.grouping.row_constant() || t->spec.outer != OuterScale::none)
       throw std::invalid_argument("scaled_matmul: " + t->spec.name +
-                                  " is not row-scaled (one scale per row, no outer scale)");
+                                  " is not row-scaled (one scale per row, no outer scale); block-scaled tensors "
+                                  "go through block_scaled_matmul (emulation/quant/block_scaled.hpp)");
   if (a.cols != b.cols)
     throw std::invalid_argument("scaled_matmul: reduction lengths differ (" + std::to_string(a.cols) + " vs " +
                                 std::to_string(b.cols) + ")");

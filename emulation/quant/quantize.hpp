@@ -10,9 +10,7 @@
 //                   scale.rounding (fp32: kept as is; ue4m3: RNE as cvt.rn.satfinite;
 //                   ue8m0: round-up as cvt.rp.satfinite.ue8m0, or the OCP MX floor
 //                   2^(floor(log2 amax) - emax(element)), which ignores target). Narrow
-//                   scale formats saturate; fp32 keeps an Inf amax as an Inf scale.
-//       amax ignores NaN and keeps Inf (as fmaxf), which matters only with
-//       NonFinitePolicy::propagate.
+//                   scale formats saturate.
 //       fixed rule: s = scale.fixed_value (P in SageAttention2: 1/448)
 //  3. Codes: c = encode(element, x1 / s) with the conversion options (rounding, saturation);
 //     x1 * (1/s) instead when multiply_by_reciprocal. A group whose s is 0 gets zero codes.
@@ -22,6 +20,23 @@
 //
 // Target: amax maps to this code magnitude (default max_finite(element): 127 for INT8, 7 for
 // INT4, 448 for E4M3, 57344 for E5M2, 6 for E2M1).
+//
+// NaN and Inf in the input are counted and located in both policies (QuantizedTensor::nonfinite).
+// NonFinitePolicy::refuse throws. NonFinitePolicy::propagate never lets a non-finite input
+// dequantize to a finite value, and never lets it change another group:
+//   * every amax (group and outer) is over the finite values only;
+//   * a value the element format can hold stays in its element, whatever the conversion's
+//     overflow rule does to finite values: NaN -> the NaN code (e4m3, e5m2), +-Inf -> the Inf
+//     code (e5m2) or, without one, the NaN code (e4m3, as OFP8's non-saturating conversion);
+//   * a value it cannot hold (integers, e2m1, e2m3, e3m2 have no NaN or Inf) poisons its group:
+//     the group's scale is the scale format's NaN (fp32 NaN, UE4M3 0x7F, E8M0 0xFF) and its
+//     codes are zero, so the whole group dequantizes to NaN. With an fp32 scale (INT8/INT4 per
+//     token, per thread, ...) the scale is the only place a NaN can live; for block scales this
+//     is the MX rule (OCP MX v1.0 §5.3, as we read it: a block whose scale is NaN is NaN, and
+//     with a finite scale an element's own NaN/Inf code stands for itself), and the
+//     block-scaled MMAs give NaN for every product with a NaN scale (emulation/mma).
+//   So INT8 per-tensor with one Inf is NaN everywhere; NVFP4 with one Inf is NaN in that 1x16
+//   block only (the FP32 tensor scale is the finite amax's), not in the whole tensor.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +49,7 @@
 #include "emulation/format.hpp"
 #include "emulation/quant/thread_groups.hpp"
 #include "numerics/matrix.hpp"
+#include "numerics/nonfinite.hpp"
 
 namespace lowbit::quant {
 
@@ -92,7 +108,7 @@ enum class OuterScale : std::uint8_t { none, per_tensor, per_row };
 
 enum class NonFinitePolicy : std::uint8_t {
   refuse,     // NaN/Inf in the input: std::invalid_argument with count and first index
-  propagate,  // amax ignores NaN and keeps Inf (fmaxf); codes follow the element format's rules
+  propagate,  // carried by the element's NaN/Inf codes, or by a NaN group scale (see above)
 };
 
 enum class Padding : std::uint8_t {
@@ -124,6 +140,7 @@ struct QuantizedTensor {
   std::vector<float> scales;             // their float32 values
   std::vector<float> outer_scales;       // per padded row, or one; empty without an outer scale
   int col_groups = 1;
+  NonFiniteReport nonfinite;             // NaN/Inf of the input (empty unless propagated)
 
   int group_of(int row, int col) const;
   float outer_of(int row) const;
@@ -143,7 +160,8 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
 MatrixF dequantize(const QuantizedTensor& q);         // rows x cols
 MatrixF dequantize_padded(const QuantizedTensor& q);  // padded_rows x padded_cols
 
-// a and b row-scaled (Grouping::row_constant, no outer scale), same column count:
+// a and b row-scaled (Grouping::row_constant, no outer scale), same column count (block-scaled
+// tensors: block_scaled_matmul in block_scaled.hpp):
 // S[i][j] = float(sum_c decode(a_ic) decode(b_jc)) * float(s_a(i) * s_b(j)), with the sum exact
 // (integer codes: exact in double below 2^53). Returns a.rows x b.rows.
 MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b);

@@ -9,10 +9,13 @@
 //
 // The block: block_q rows of Q split evenly over the thread units (a warp for mma.sync, a
 // warpgroup of 4 warps for wgmma), each unit covering its rows x block_k with a grid of
-// instruction tiles. Per-warp groups are the same relation taken over a whole unit.
+// instruction tiles. Per-warp groups are the same relation taken over the threads of one warp
+// (thread index / 32 within the unit): for mma.sync a warp is the unit; for wgmma, warp w of a
+// warpgroup holds rows 16w..16w+15 of every 64-row tile, so its Q group is those rows.
 //
 // Header-only and constexpr (LOWBIT_HD): a CUDA kernel can derive the same map on the device,
-// or take it from the host.
+// or take it from the host (tests/quant/test_thread_groups_device.cu compiles it with nvcc, in
+// constant expressions and in a kernel whose maps it compares with the host's).
 #pragma once
 
 #include <array>
@@ -26,7 +29,9 @@
 namespace lowbit::quant {
 
 // A tensor-core instruction as the quantizer sees it: the m x n tile of S it produces, its
-// reduction depth k, the operand element format, and its accumulator fragment.
+// reduction depth k, the operand element format, and its accumulator fragment. The MMA registry
+// (emulation/mma/instruction.hpp) is not constexpr, so these are typed here;
+// test_thread_groups checks each against the registry's instruction.
 struct MmaAtom {
   const char* name = "";
   int m = 0, n = 0, k = 0;
@@ -90,7 +95,7 @@ struct QkGroups {
 
 enum class GroupScope : std::uint8_t {
   thread,  // per-thread: what one thread holds
-  unit,    // per-warp: what one warp (warpgroup for wgmma) holds
+  warp,    // per-warp: what the 32 threads of one warp hold
 };
 
 namespace detail {
@@ -129,19 +134,16 @@ LOWBIT_HD constexpr QkGroups derive_groups(const ThreadTiling& t, GroupScope sco
   detail::UnionFind q(t.block_q), k(t.block_k);
   const layout::Fragment& c = t.atom.accumulator;
   const int m_tiles = t.rows_per_unit() / t.atom.m, n_tiles = t.block_k / t.atom.n;
-  int k_first_of_block = -1;
   for (int unit = 0; unit < t.units(); ++unit) {
-    int q_first_of_unit = -1;
+    int q_anchor = -1, k_anchor = -1;  // the first row the current thread (or warp) holds
     for (int thread = 0; thread < c.threads(); ++thread) {
-      int q_first = -1, k_first = -1;
+      if (scope == GroupScope::thread || thread % 32 == 0) q_anchor = k_anchor = -1;
       for (int tm = 0; tm < m_tiles; ++tm)
         for (int tn = 0; tn < n_tiles; ++tn)
           for (int v = 0; v < c.value_count; ++v) {
             const layout::Offset o = c(thread, v);
             const int q_row = unit * t.rows_per_unit() + tm * t.atom.m + o.row;
             const int k_row = tn * t.atom.n + o.col;
-            int& q_anchor = scope == GroupScope::thread ? q_first : q_first_of_unit;
-            int& k_anchor = scope == GroupScope::thread ? k_first : k_first_of_block;
             if (q_anchor < 0) q_anchor = q_row;
             if (k_anchor < 0) k_anchor = k_row;
             q.join(q_anchor, q_row);

@@ -8,6 +8,7 @@
 
 #include <time.h>
 
+#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -61,103 +62,127 @@ int main(int argc, char** argv) {
   int heads = 32, tokens = 32768, dim = 128, repeats = 3;
   std::string out = "results/bench/bench_quantize.csv";
   bool skip_reference = false;
-  app.add_option("--heads", heads)->capture_default_str();
-  app.add_option("--tokens", tokens)->capture_default_str();
-  app.add_option("--dim", dim)->capture_default_str();
-  app.add_option("--repeats", repeats, "timed runs of the library quantizer (best is reported)")->capture_default_str();
+  // Every count is at least 1: no heads or tokens leave nothing to time, no repeats no best time.
+  const CLI::Validator at_least_one(
+      [](std::string& text) {
+        int value = 0;
+        const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+        const bool ok = error == std::errc{} && end == text.data() + text.size() && value >= 1;
+        return ok ? std::string() : "must be a whole number >= 1, got " + text;
+      },
+      "INT>=1");
+  app.add_option("--heads", heads)->capture_default_str()->check(at_least_one);
+  app.add_option("--tokens", tokens)->capture_default_str()->check(at_least_one);
+  app.add_option("--dim", dim, "head dimension (padded to whole k64 instructions)")
+      ->capture_default_str()
+      ->check(at_least_one);
+  app.add_option("--repeats", repeats, "timed runs of the library quantizer (best is reported)")
+      ->capture_default_str()
+      ->check(at_least_one);
   app.add_option("--out", out, "CSV file")->capture_default_str();
   app.add_flag("--skip-reference", skip_reference, "time only the library quantizer");
   CLI11_PARSE(app, argc, argv);
 
-  std::vector<MatrixF> tensor;
-  for (int h = 0; h < heads; ++h) tensor.push_back(make_head(tokens, dim, std::uint64_t(h) + 1));
-  const double elements = double(heads) * tokens * dim, bytes = elements * sizeof(float);
-  const ThreadTiling tiling{atoms::mma_m16n8k64_s4, 4, 128, 64};
-  const std::vector<Role> roles{{"K (smooth: mean of all tokens)", 0, presets::int4(grouping::per_thread(tiling, Operand::k))},
-                                {"Q (smooth: mean per 128-token block)", 128, presets::int4(grouping::per_thread(tiling, Operand::q))}};
-  // The library quantizes into reused buffers (quantize_into, smooth_into); the plain reference
-  // allocates its result per call.
-  using Quantizer = void (*)(const MatrixF&, const QuantSpec&, QuantizedTensor&, std::string_view);
-  const Quantizer reference = [](const MatrixF& x, const QuantSpec& spec, QuantizedTensor& out, std::string_view name) {
-    out = quantize_reference(x, spec, name);
-  };
-  // Timed per head: smoothing and quantization. Wall time and this thread's CPU time (the
-  // machine is shared, so wall time includes waiting for a core; CPU time does not).
-  struct Timing {
-    double wall = 0, cpu = 0;
-  };
-  const auto cpu_now = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
-  };
-  const auto run = [&](const Role& role, Quantizer quantizer, std::vector<std::uint64_t>& prints) {
-    prints.clear();
-    Timing t;
-    Smoothed<float> s;
-    QuantizedTensor q;
-    for (const MatrixF& head : tensor) {
-      const auto wall_start = std::chrono::steady_clock::now();
-      const double cpu_start = cpu_now();
-      smooth_into(head, role.smooth_block, true, s);
-      quantizer(s.residual, role.spec, q, "head");
-      t.cpu += cpu_now() - cpu_start;
-      t.wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-      prints.push_back(fingerprint(q));
-    }
-    return t;
-  };
-  const Provenance prov = Provenance::current();
-  const auto best_isa = fastconv::best_available();
-  const std::string isa = best_isa ? std::string(fastconv::to_string(*best_isa)) : "none (scalar)";
-  struct Result {
-    std::string role, implementation;
-    Timing time;
-    bool identical;
-  };
-  std::vector<Result> results;
-  for (const Role& role : roles) {
-    std::vector<std::uint64_t> fast_prints, reference_prints;
-    Timing best{1e30, 1e30};
-    for (int i = 0; i < repeats; ++i) {
-      const Timing t = run(role, &quantize_into, fast_prints);
-      best = {std::min(best.wall, t.wall), std::min(best.cpu, t.cpu)};
-    }
-    results.push_back({role.name, "library quantize_into()", best, true});
-    if (!skip_reference) {
-      const Timing t = run(role, reference, reference_prints);
-      const bool identical = fast_prints == reference_prints;
-      results.back().identical = identical;
-      results.push_back({role.name, "plain reference", t, identical});
-    }
-  }
+  try {
 
-  std::cout << prov.comment_line() << "\n";
-  std::cout << fmt::format("tensor {} x {} x {} float32 ({:.0f} MiB), INT4 per-thread (mma.m16n8k64.s4, 4 warps, "
-                           "128x64), smoothing, 1 thread, fast encode: {}\n\n",
-                           heads, tokens, dim, bytes / (1 << 20), isa);
-  std::cout << "| role | implementation | CPU seconds | wall seconds | GB/s (input, CPU) | elements/s (CPU) | codes "
-               "identical to reference |\n";
-  std::cout << "|---|---|---|---|---|---|---|\n";
-  std::filesystem::create_directories(std::filesystem::path(out).parent_path());
-  std::ofstream csv(out);
-  csv << prov.comment_line() << "\n";
-  csv << "# tensor " << heads << "x" << tokens << "x" << dim << " float32, int4 per-thread, smoothing, 1 thread, fast encode "
-      << (isa) << "\n";
-  csv << "role,implementation,cpu_seconds,wall_seconds,gb_per_s_cpu,elements_per_s_cpu,identical\n";
-  for (const Result& r : results) {
-    const std::string identical = skip_reference ? "not checked" : r.identical ? "yes" : "NO";
-    std::cout << fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.3g} | {} |\n", r.role, r.implementation,
-                             r.time.cpu, r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
-    csv << fmt::format("\"{}\",\"{}\",{:.4f},{:.4f},{:.3f},{:.4g},{}\n", r.role, r.implementation, r.time.cpu,
-                       r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
+    std::vector<MatrixF> tensor;
+    for (int h = 0; h < heads; ++h) tensor.push_back(make_head(tokens, dim, std::uint64_t(h) + 1));
+    const double elements = double(heads) * tokens * dim, bytes = elements * sizeof(float);
+    const ThreadTiling tiling{atoms::mma_m16n8k64_s4, 4, 128, 64};
+    const std::vector<Role> roles{
+        {"K (smooth: mean of all tokens)", 0, presets::int4(grouping::per_thread(tiling, Operand::k))},
+        {"Q (smooth: mean per 128-token block)", 128, presets::int4(grouping::per_thread(tiling, Operand::q))}};
+    // The library quantizes into reused buffers (quantize_into, smooth_into); the plain reference
+    // allocates its result per call.
+    using Quantizer = void (*)(const MatrixF&, const QuantSpec&, QuantizedTensor&, std::string_view);
+    const Quantizer reference = [](const MatrixF& x, const QuantSpec& spec, QuantizedTensor& out,
+                                   std::string_view name) {
+      out = quantize_reference(x, spec, name);
+    };
+    // Timed per head: smoothing and quantization. Wall time and this thread's CPU time (the
+    // machine is shared, so wall time includes waiting for a core; CPU time does not).
+    struct Timing {
+      double wall = 0, cpu = 0;
+    };
+    const auto cpu_now = [] {
+      timespec ts{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+      return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+    };
+    const auto run = [&](const Role& role, Quantizer quantizer, std::vector<std::uint64_t>& prints) {
+      prints.clear();
+      Timing t;
+      Smoothed<float> s;
+      QuantizedTensor q;
+      for (const MatrixF& head : tensor) {
+        const auto wall_start = std::chrono::steady_clock::now();
+        const double cpu_start = cpu_now();
+        smooth_into(head, role.smooth_block, true, s);
+        quantizer(s.residual, role.spec, q, "head");
+        t.cpu += cpu_now() - cpu_start;
+        t.wall += std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+        prints.push_back(fingerprint(q));
+      }
+      return t;
+    };
+    const Provenance prov = Provenance::current();
+    const auto best_isa = fastconv::best_available();
+    const std::string isa = best_isa ? std::string(fastconv::to_string(*best_isa)) : "none (scalar)";
+    struct Result {
+      std::string role, implementation;
+      Timing time;
+      bool identical;
+    };
+    std::vector<Result> results;
+    for (const Role& role : roles) {
+      std::vector<std::uint64_t> fast_prints, reference_prints;
+      Timing best{1e30, 1e30};
+      for (int i = 0; i < repeats; ++i) {
+        const Timing t = run(role, &quantize_into, fast_prints);
+        best = {std::min(best.wall, t.wall), std::min(best.cpu, t.cpu)};
+      }
+      results.push_back({role.name, "library quantize_into()", best, true});
+      if (!skip_reference) {
+        const Timing t = run(role, reference, reference_prints);
+        const bool identical = fast_prints == reference_prints;
+        results.back().identical = identical;
+        results.push_back({role.name, "plain reference", t, identical});
+      }
+    }
+
+    std::cout << prov.comment_line() << "\n";
+    std::cout << fmt::format("tensor {} x {} x {} float32 ({:.0f} MiB), INT4 per-thread (mma.m16n8k64.s4, 4 warps, "
+                             "128x64), smoothing, 1 thread, fast encode: {}\n\n",
+                             heads, tokens, dim, bytes / (1 << 20), isa);
+    std::cout << "| role | implementation | CPU seconds | wall seconds | GB/s (input, CPU) | elements/s (CPU) | codes "
+                 "identical to reference |\n";
+    std::cout << "|---|---|---|---|---|---|---|\n";
+    if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty())
+      std::filesystem::create_directories(folder);
+    std::ofstream csv(out);
+    if (!csv) throw std::runtime_error(out + ": cannot write");
+    csv << prov.comment_line() << "\n";
+    csv << "# tensor " << heads << "x" << tokens << "x" << dim
+        << " float32, int4 per-thread, smoothing, 1 thread, fast encode "
+        << (isa) << "\n";
+    csv << "role,implementation,cpu_seconds,wall_seconds,gb_per_s_cpu,elements_per_s_cpu,identical\n";
+    for (const Result& r : results) {
+      const std::string identical = skip_reference ? "not checked" : r.identical ? "yes" : "NO";
+      std::cout << fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.3g} | {} |\n", r.role, r.implementation,
+                               r.time.cpu, r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
+      csv << fmt::format("\"{}\",\"{}\",{:.4f},{:.4f},{:.3f},{:.4g},{}\n", r.role, r.implementation, r.time.cpu,
+                         r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
+    }
+    for (std::size_t i = 0; i + 1 < results.size(); i += 2)
+      if (results[i + 1].implementation == "plain reference")
+        std::cout << fmt::format("\n{}: library is {:.1f}x the reference (CPU time)", results[i].role,
+                                 results[i + 1].time.cpu / results[i].time.cpu);
+    std::cout << "\nwrote " << out << "\n";
+    for (const Result& r : results)
+      if (!r.identical) return 1;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "bench_quantize: error: " << e.what() << "\n";
+    return 1;
   }
-  for (std::size_t i = 0; i + 1 < results.size(); i += 2)
-    if (results[i + 1].implementation == "plain reference")
-      std::cout << fmt::format("\n{}: library is {:.1f}x the reference (CPU time)", results[i].role,
-                               results[i + 1].time.cpu / results[i].time.cpu);
-  std::cout << "\nwrote " << out << "\n";
-  for (const Result& r : results)
-    if (!r.identical) return 1;
-  return 0;
 }

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <string_view>
+
 #include <nlohmann/json.hpp>
 
 #include "emulation/quant/qk_attention.hpp"
@@ -22,9 +24,18 @@ using namespace lowbit::quant;
 
 namespace {
 
+// The tables, by the key --tables selects them with.
+struct Table {
+  std::string_view key, title;
+};
+constexpr Table kTables[]{{"smooth", "granularity, smooth Q+K"},
+                          {"raw", "granularity, no smoothing"},
+                          {"methods", "smoothing methods, per-thread"}};
+
 struct Method {
   std::string table, name;
   QkAttentionConfig config;
+  std::string skipped;  // why it cannot run on this data (empty: it runs)
 };
 
 struct Row {
@@ -64,7 +75,7 @@ std::vector<Method> methods(const ThreadTiling& t, const Format& element) {
   for (bool smoothing : {true, false})
     for (const auto& [name, groups] : granularities) {
       QkAttentionConfig c{spec(groups.first), spec(groups.second), smoothing, smoothing, t.block_q};
-      out.push_back({smoothing ? "granularity, smooth Q+K" : "granularity, no smoothing", name, c});
+      out.push_back({std::string(kTables[smoothing ? 0 : 1].title), name, c, ""});
     }
   const QkAttentionConfig per_thread{spec(grouping::per_thread(t, Operand::q)),
                                      spec(grouping::per_thread(t, Operand::k)), false, false, t.block_q};
@@ -73,7 +84,7 @@ std::vector<Method> methods(const ThreadTiling& t, const Format& element) {
     c.smooth_q = q;
     c.smooth_k = k;
     c.baseline = b;
-    out.push_back({"smoothing methods, per-thread", std::move(name), c});
+    out.push_back({std::string(kTables[2].title), std::move(name), c, ""});
   };
   variant("None", false, false, QkBaseline::none);
   variant("HadmdAttn", false, false, QkBaseline::hadamard);
@@ -117,7 +128,9 @@ Summary summarize(const std::vector<Row>& rows, const std::string& table, const 
 
 int main(int argc, char** argv) {
   CLI::App app{"exp_granularity: SageAttention2 Table 3 (granularity) and Table 9 (smoothing) on synthetic or .npy data"};
-  std::string out_dir = "results/granularity", instruction = "mma.m16n8k64.s4", element_name = "int4";
+  std::string out_dir = "results/granularity", instruction = "mma.m16n8k64.s4", element_name;
+  std::vector<std::string> table_keys;
+  for (const Table& t : kTables) table_keys.emplace_back(t.key);
   std::vector<std::string> data;
   SyntheticAttentionSpec synthetic;
   ThreadTiling tiling;
@@ -133,6 +146,9 @@ int main(int argc, char** argv) {
   for (auto [flag, value, help] : std::initializer_list<std::tuple<const char*, double*, const char*>>{
            {"--token-scale-sigma", &synthetic.token_scale_sigma, "log-sd of token magnitudes"},
            {"--token-scale-length", &synthetic.token_scale_length, "correlation length of token magnitudes (tokens)"},
+           {"--token-noise-length", &synthetic.token_noise_length,
+            "correlation length (tokens) of each channel's token-to-token variation: neighbouring tokens share their "
+            "vectors and amax (0: independent)"},
            {"--outlier-token-fraction", &synthetic.outlier_token_fraction, "fraction of tokens scaled up"},
            {"--outlier-token-scale", &synthetic.outlier_token_scale, "their magnitude factor"},
            {"--outlier-std", &synthetic.outlier_std, "spread of the outlier channels"},
@@ -146,7 +162,13 @@ int main(int argc, char** argv) {
   app.add_option("--outlier-channels", synthetic.outlier_channels, "channels with outliers")->capture_default_str();
   app.add_option("--q-segment-tokens", synthetic.q_segment_tokens, "tokens per Q offset segment")->capture_default_str();
   app.add_option("--instruction", instruction, "per-thread groups from this instruction")->capture_default_str();
-  app.add_option("--element", element_name, "Q/K element format")->capture_default_str();
+  app.add_option("--element", element_name, "Q/K element format (default: the instruction's; no other is accepted)");
+  app.add_option("--tables", table_keys,
+                 "tables to run: smooth (granularity, smooth Q+K), raw (granularity, no smoothing), methods "
+                 "(smoothing methods, per-thread)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"smooth", "raw", "methods"}))
+      ->capture_default_str();
   app.add_option("--warps", tiling.warps, "warps per thread block")->capture_default_str();
   app.add_option("--block-q", tiling.block_q, "Q block (tokens)")->capture_default_str();
   app.add_option("--block-k", tiling.block_k, "K block (tokens)")->capture_default_str();
@@ -156,17 +178,37 @@ int main(int argc, char** argv) {
   try {
     tiling.atom = parse_instruction(instruction);
     if (auto why = tiling.validate()) throw std::invalid_argument("tiling: " + *why);
-    const Format element = format_from_string(element_name);
+    const Format element = element_name.empty() ? tiling.atom.element : format_from_string(element_name);
+    if (element != tiling.atom.element)
+      throw std::invalid_argument("--element " + element_name + " does not fit --instruction " + instruction +
+                                  ", which multiplies " + format_name(tiling.atom.element) + " operands");
     const AttentionData d = data.empty() ? make_synthetic_attention(synthetic)
                                          : load_attention_npy(data[0], data[1], data[2]);
-    std::vector<Method> ms = methods(tiling, element);
-    for (Method& m : ms) m.config.hadamard_seed = hadamard_seed;
+    std::vector<Method> ms;
+    for (Method& m : methods(tiling, element))
+      for (const Table& t : kTables)
+        if (m.table == t.title && std::find(table_keys.begin(), table_keys.end(), t.key) != table_keys.end())
+          ms.push_back(std::move(m));
+    const auto dim = d.q[0].cols();
+    for (Method& m : ms) {
+      m.config.hadamard_seed = hadamard_seed;
+      if (m.config.baseline == QkBaseline::hadamard && (dim & (dim - 1)) != 0)
+        m.skipped =
+            "the random Hadamard rotation needs a power-of-two head dimension (d = " + std::to_string(dim) + ")";
+      if (!m.skipped.empty()) std::cerr << "exp_granularity: note: " << m.name << " skipped: " << m.skipped << "\n";
+    }
 
     std::vector<Row> rows;
     for (int h = 0; h < d.heads(); ++h) {
       const MatrixD reference = attention_reference(d.q[h].cast<double>(), d.k[h].cast<double>(), d.v[h].cast<double>());
+      const auto name = [&](int i, const char* tensor) {
+        const std::string file = data.empty() ? std::string("synthetic ") + tensor : data[std::size_t(i)];
+        return file + " head " + std::to_string(h);
+      };
+      const QkTensorNames names{name(0, "Q"), name(1, "K"), name(2, "V")};
       for (const Method& m : ms) {
-        const QkAttentionResult r = quantized_qk_attention(d.q[h], d.k[h], d.v[h], m.config);
+        if (!m.skipped.empty()) continue;
+        const QkAttentionResult r = quantized_qk_attention(d.q[h], d.k[h], d.v[h], m.config, names);
         rows.push_back({m.table, m.name, h, compare(reference, r.output), r.mean_q_scale, r.mean_k_scale});
       }
       std::cerr << "head " << h + 1 << "/" << d.heads() << " done\n";
@@ -175,7 +217,8 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(out_dir);
     const Provenance prov = Provenance::current();
     nlohmann::json config{{"instruction", instruction},
-                          {"element", element_name},
+                          {"element", format_name(element)},
+                          {"tables", table_keys},
                           {"warps", tiling.warps},
                           {"block_q", tiling.block_q},
                           {"block_k", tiling.block_k},
@@ -196,6 +239,8 @@ int main(int argc, char** argv) {
 
     std::ofstream csv(out_dir + "/granularity.csv");
     csv << prov.comment_line() << "\n# command: " << command_line << "\n";
+    for (const Method& m : ms)
+      if (!m.skipped.empty()) csv << "# skipped: " << m.table << " / " << m.name << ": " << m.skipped << "\n";
     csv << "table,method,head,cosine,relative_l1,rmse,max_abs,mean_q_scale,mean_k_scale\n";
     for (const Row& r : rows)
       csv << fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f},{:.8f},{:.8g},{:.8g}\n", r.table, r.method, r.head,
@@ -220,6 +265,12 @@ int main(int argc, char** argv) {
       const Summary token = summarize(rows, table, "per-token");
       for (const Method& m : ms) {
         if (m.table != table) continue;
+        if (!m.skipped.empty()) {
+          markdown += "| " + m.name + " | skipped: " + m.skipped + " | | | | | |" + (granularity ? " | |\n" : "\n");
+          summary_csv << fmt::format("\"{}\",\"{}\",skipped,,,\n", table, m.name);
+          summary.push_back({{"table", table}, {"method", m.name}, {"skipped", m.skipped}});
+          continue;
+        }
         const Summary s = summarize(rows, table, m.name);
         markdown += fmt::format("| {} | {:.2f}% | {:.4f} | {:.4f} | {:.2f}% | {:.4f} | {:.4f} |", m.name,
                                 100 * s.mean.cosine, s.mean.relative_l1, s.mean.rmse, 100 * s.worst.cosine,

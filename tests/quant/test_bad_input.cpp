@@ -1,5 +1,6 @@
 // Bad input: NaN/Inf reported (count and first index) and refused unless propagation is asked
-// for; ragged shapes padded explicitly and never truncated; impossible specs and files named.
+// for, then carried per the formats' rules (emulation/quant/quantize.hpp); ragged shapes padded
+// explicitly and never truncated; impossible specs and files named.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <limits>
 #include <random>
 
+#include "emulation/quant/qk_attention.hpp"
 #include "emulation/quant/quantize.hpp"
 #include "numerics/npy.hpp"
 #include "numerics/synthetic.hpp"
@@ -36,29 +38,174 @@ TEST_CASE("NaN and Inf are counted, located and refused by default", "[bad-input
                       Catch::Contains("Q: 3 non-finite values (2 NaN, 1 Inf), the first at [2, 3] (NaN)"));
 }
 
-TEST_CASE("propagate: amax ignores NaN and keeps Inf; codes follow the element format", "[bad-input]") {
+TEST_CASE("attention inputs are scanned as given: one NaN smoothed over a block is still one value", "[bad-input]") {
+  // Smoothing Q with block 128 turns one NaN at [130, 5] into a NaN mean for channel 5 of rows
+  // 128..255; the scan runs before it, so the report is the input's.
+  MatrixF q = test::normal_tensor(256, 64, 1), k = test::normal_tensor(192, 64, 2), v = test::normal_tensor(192, 32, 3);
+  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  QkAttentionConfig config{presets::int4(grouping::per_thread(t, Operand::q)),
+                           presets::int4(grouping::per_thread(t, Operand::k))};
+  REQUIRE(config.smooth_q);
+  REQUIRE(config.q_smooth_block == 128);
+  q(130, 5) = kNaN;
+  CHECK_THROWS_WITH(quantized_qk_attention(q, k, v, config),
+                    Catch::Contains("Q: 1 non-finite value (1 NaN, 0 Inf), the first at [130, 5] (NaN)"));
+  q(130, 5) = 0;
+  k(7, 63) = -kInf;
+  k(100, 0) = kInf;
+  CHECK_THROWS_WITH(quantized_qk_attention(q, k, v, config, {"q.npy", "k.npy head 2", "v.npy"}),
+                    Catch::Contains("k.npy head 2: 2 non-finite values (0 NaN, 2 Inf), the first at [7, 63] (Inf)"));
+  k = test::normal_tensor(192, 64, 2);
+  v(191, 31) = kNaN;
+  CHECK_THROWS_WITH(quantized_qk_attention(q, k, v, config), Catch::Contains("V: 1 non-finite value") &&
+                                                                 Catch::Contains("[191, 31]"));
+  // One spec propagating is not enough: propagation is for the whole attention.
+  config.q_spec.nonfinite = NonFinitePolicy::propagate;
+  CHECK_THROWS_WITH(quantized_qk_attention(q, k, v, config), Catch::Contains("V: 1 non-finite value"));
+  // Both propagate: the result carries the reports of the inputs as given.
+  config.k_spec.nonfinite = NonFinitePolicy::propagate;
+  q(130, 5) = kNaN;
+  const QkAttentionResult r = quantized_qk_attention(q, k, v, config);
+  CHECK(r.q_nonfinite.count() == 1);
+  CHECK(r.q_nonfinite.first_index == 130 * 64 + 5);
+  CHECK_FALSE(r.k_nonfinite.any());
+  CHECK(r.v_nonfinite.nan_count == 1);
+  CHECK(r.v_nonfinite.first_index == 191 * 32 + 31);
+  // With V clean, the NaN reaches exactly the rows whose Q block mean holds it (128..255): their
+  // per-thread groups are poisoned (INT4 has no NaN) and so is their Delta S.
+  const MatrixD o = quantized_qk_attention(q, k, test::normal_tensor(192, 32, 3), config).output;
+  CHECK(o.topRows(128).allFinite());
+  CHECK(o.bottomRows(128).array().isNaN().all());
+}
+
+namespace {
+QuantSpec propagating(QuantSpec spec) {
+  spec.nonfinite = NonFinitePolicy::propagate;
+  return spec;
+}
+
+// quantize() and the element-by-element reference agree, and the report is the input's.
+QuantizedTensor quantize_both(const MatrixF& x, const QuantSpec& spec) {
+  const QuantizedTensor q = quantize(x, spec), reference = quantize_reference(x, spec);
+  CHECK(q.codes == reference.codes);
+  CHECK(q.scale_codes == reference.scale_codes);
+  CHECK(q.outer_scales == reference.outer_scales);
+  CHECK(q.nonfinite.count() == reference.nonfinite.count());
+  CHECK(q.nonfinite.first_index == reference.nonfinite.first_index);
+  return q;
+}
+
+bool all_nan(const MatrixF& m) { return m.array().isNaN().all(); }
+}  // namespace
+
+TEST_CASE("propagate, integers: no NaN code, so the group's fp32 scale is NaN and the group is NaN", "[bad-input]") {
+  MatrixF x(3, 4);
+  x << 1.0f, kNaN, -3.5f, 0.5f,  //
+      1.0f, kInf, 2.0f, 0.0f,    //
+      0.7f, -1.4f, 0.35f, 0.0f;
+  const QuantizedTensor q = quantize_both(x, propagating(presets::int4(grouping::per_token())));
+  CHECK(q.nonfinite.nan_count == 1);
+  CHECK(q.nonfinite.inf_count == 1);
+  CHECK(q.nonfinite.first_index == 1);
+  CHECK(std::isnan(q.scales[0]));
+  CHECK(std::isnan(q.scales[1]));
+  for (int c = 0; c < 4; ++c) CHECK((q.codes(0, c) == 0 && q.codes(1, c) == 0));
+  const MatrixF d = dequantize(q);
+  CHECK(all_nan(d.topRows(2)));  // the finite neighbours too: the scale is their only carrier
+  // Row 2 is quantized as if the others were absent: 1.4 / 7 = 0.2, codes 3.5, -7, 1.75 -> 4, -7, 2.
+  CHECK(q.scales[2] == 1.4f / 7.0f);
+  CHECK(d(2, 0) == 4 * (1.4f / 7.0f));
+  CHECK(d(2, 1) == -7 * (1.4f / 7.0f));
+  CHECK(d(2, 2) == 2 * (1.4f / 7.0f));
+  CHECK(d(2, 3) == 0.0f);
+  // Per tensor, one Inf takes the whole tensor.
+  MatrixF y = MatrixF::Ones(4, 8);
+  y(3, 7) = -kInf;
+  CHECK(all_nan(dequantize(quantize_both(y, propagating(presets::int8(grouping::per_tensor()))))));
+}
+
+TEST_CASE("propagate, FP8: NaN and Inf stay in their elements; the scale is the finite values'", "[bad-input]") {
   MatrixF x(2, 4);
   x << 1.0f, kNaN, -3.5f, 0.5f,  //
-      1.0f, kInf, 2.0f, 0.0f;
-  QuantSpec int4 = presets::int4(grouping::per_token());
-  int4.nonfinite = NonFinitePolicy::propagate;
-  const QuantizedTensor q = quantize(x, int4);
-  CHECK(q.scales[0] == 3.5f / 7.0f);  // NaN ignored by the amax
-  CHECK(q.codes(0, 1) == 0);          // NaN -> 0 (integer conversion, as PTX cvt)
-  CHECK(q.codes(0, 2) == 0b1001);     // -7
-  CHECK(std::isinf(q.scales[1]));     // Inf amax -> Inf scale: finite values go to 0
-  CHECK(q.codes(1, 0) == 0);
-  QuantSpec e4m3 = presets::fp8(formats::e4m3, grouping::per_token());
-  e4m3.nonfinite = NonFinitePolicy::propagate;
-  const QuantizedTensor f = quantize(x, e4m3);
-  CHECK(f.codes(0, 1) == 0b0'1111'111);  // NaN stays NaN in E4M3
-  CHECK(std::isnan(dequantize(f)(0, 1)));
-  CHECK(dequantize(f)(0, 2) == -3.5f);
-  for (const QuantSpec& spec : {int4, e4m3}) {
-    const QuantizedTensor a = quantize(x, spec), b = quantize_reference(x, spec);
-    CHECK(a.codes == b.codes);
-    CHECK(a.scale_codes == b.scale_codes);
+      1.0f, kInf, -kInf, 0.0f;
+  // E4M3 has NaN (S.1111.111) but no Inf: Inf becomes NaN, as OFP8's non-saturating conversion
+  // does, although the spec's conversion saturates finite values.
+  const QuantizedTensor e4m3 = quantize_both(x, propagating(presets::fp8(formats::e4m3, grouping::per_token())));
+  REQUIRE(e4m3.spec.conversion.overflow == Overflow::saturate);
+  CHECK(e4m3.scales[0] == 3.5f / 448.0f);  // = 2^-7
+  CHECK(e4m3.codes(0, 1) == 0b0'1111'111);
+  CHECK(e4m3.codes(1, 1) == 0b0'1111'111);
+  CHECK(e4m3.codes(1, 2) == 0b1'1111'111);
+  const MatrixF d = dequantize(e4m3);
+  CHECK(d(0, 0) == 1.0f);
+  CHECK(std::isnan(d(0, 1)));
+  CHECK(d(0, 2) == -3.5f);
+  CHECK(d(0, 3) == 0.5f);
+  CHECK(e4m3.scales[1] == 1.0f / 448.0f);
+  CHECK(d(1, 0) == float(decode(formats::e4m3, encode(formats::e4m3, 448.0))) * (1.0f / 448.0f));
+  CHECK((std::isnan(d(1, 1)) && std::isnan(d(1, 2))));
+  // E5M2 has both: +-Inf codes 0.11111.00 and 1.11111.00, dequantized +-Inf.
+  const QuantizedTensor e5m2 = quantize_both(x, propagating(presets::fp8(formats::e5m2, grouping::per_token())));
+  CHECK(e5m2.codes(1, 1) == 0b0'11111'00);
+  CHECK(e5m2.codes(1, 2) == 0b1'11111'00);
+  const MatrixF d5 = dequantize(e5m2);
+  CHECK(d5(1, 1) == kInf);
+  CHECK(d5(1, 2) == -kInf);
+  CHECK(std::isnan(d5(0, 1)));
+  CHECK(d5(0, 2) == -3.5f);
+}
+
+TEST_CASE("propagate, MX: an FP4 block with NaN/Inf gets the E8M0 NaN scale 0xFF; FP8 elements keep theirs",
+          "[bad-input]") {
+  MatrixF x = test::normal_tensor(2, 64, 4);
+  MatrixF clean = x;
+  x(0, 40) = kNaN;  // block 1 of row 0
+  x(1, 3) = kInf;   // block 0 of row 1
+  clean(0, 40) = clean(1, 3) = 0;
+  const QuantizedTensor fp4 = quantize_both(x, propagating(presets::mx(formats::e2m1)));
+  CHECK(fp4.scale_codes[1] == 0xFF);
+  CHECK(fp4.scale_codes[2] == 0xFF);
+  const MatrixF d = dequantize(fp4), d_clean = dequantize(quantize(clean, presets::mx(formats::e2m1)));
+  CHECK(all_nan(d.block(0, 32, 1, 32)));
+  CHECK(all_nan(d.block(1, 0, 1, 32)));
+  CHECK(d.block(0, 0, 1, 32) == d_clean.block(0, 0, 1, 32));  // the other blocks as without the bad values
+  CHECK(d.block(1, 32, 1, 32) == d_clean.block(1, 32, 1, 32));
+  for (const Format& e : {formats::e4m3, formats::e5m2}) {
+    INFO(format_name(e));
+    const QuantizedTensor fp8 = quantize_both(x, propagating(presets::mx(e)));
+    const MatrixF d8 = dequantize(fp8);
+    // The scale is the finite values' (as the clean block's); only the bad elements are non-finite.
+    CHECK(fp8.scale_codes == quantize(clean, presets::mx(e)).scale_codes);
+    CHECK(std::isnan(d8(0, 40)));
+    CHECK((e.has_inf() ? d8(1, 3) == kInf : std::isnan(d8(1, 3))));
+    CHECK(d8.array().isNaN().count() + d8.array().isInf().count() == 2);
   }
+}
+
+TEST_CASE("propagate, NVFP4: one Inf makes its block's UE4M3 scale NaN (0x7F), not the tensor scale Inf",
+          "[bad-input]") {
+  MatrixF x = test::normal_tensor(4, 64, 5);
+  MatrixF clean = x;
+  x(2, 21) = kInf;  // block 1 of row 2
+  clean(2, 21) = 0;
+  for (bool tensor_scale : {false, true}) {
+    INFO("tensor scale " << tensor_scale);
+    const QuantizedTensor q = quantize_both(x, propagating(presets::nvfp4(tensor_scale)));
+    const QuantizedTensor expect = quantize(clean, presets::nvfp4(tensor_scale));
+    CHECK(q.outer_scales == expect.outer_scales);  // the FP32 tensor scale is the finite amax's
+    const int block = 2 * 4 + 1;
+    CHECK(q.scale_codes[std::size_t(block)] == 0x7F);
+    const MatrixF d = dequantize(q), d_clean = dequantize(expect);
+    for (int r = 0; r < 4; ++r)
+      for (int c = 0; c < 64; ++c) {
+        if (r == 2 && c / 16 == 1) CHECK(std::isnan(d(r, c)));
+        else CHECK(d(r, c) == d_clean(r, c));
+      }
+  }
+  // A scale format with a NaN is what carries it; with neither, propagation is refused up front.
+  QuantSpec no_nan = propagating(presets::int8(grouping::per_token()));
+  no_nan.scale.format = formats::e3m2;
+  CHECK_THAT(no_nan.validate().value_or(""), Catch::Contains("neither the element format int8 nor the scale format e3m2"));
 }
 
 TEST_CASE("ragged shapes are zero-padded to whole blocks, nothing is truncated", "[bad-input][padding]") {
@@ -187,4 +334,33 @@ TEST_CASE("synthetic data: deterministic per seed, validated spec", "[synthetic]
   CHECK(mean.cwiseAbs().maxCoeff() > 4 * (a.k[0].rowwise() - mean).cwiseAbs().colwise().mean().minCoeff());
   s.outlier_channels = 65;
   CHECK_THROWS_WITH(make_synthetic_attention(s), Catch::Contains("outlier_channels=65"));
+  s.outlier_channels = 4;
+  s.token_noise_length = -1;
+  CHECK_THROWS_WITH(make_synthetic_attention(s), Catch::Contains("token_noise_length=-1"));
+}
+
+TEST_CASE("synthetic data: token_noise_length correlates neighbouring tokens as exp(-lag / length)", "[synthetic]") {
+  SyntheticAttentionSpec s;
+  s.heads = 1;
+  s.tokens = 4096;
+  s.dim = 128;
+  s.token_scale_sigma = 0;  // unit token magnitudes, so K - mean(K) is std[c] * z
+  s.outlier_token_fraction = 0;
+  // Correlation at lag `lag` of K's channels, pooled over channels.
+  const auto correlation = [](const MatrixF& k, int lag) {
+    const MatrixD z = k.cast<double>().rowwise() - k.cast<double>().colwise().mean();
+    const Eigen::Index n = z.rows() - lag;
+    const double cross = (z.topRows(n).array() * z.bottomRows(n).array()).sum();
+    return cross / std::sqrt(z.topRows(n).array().square().sum() * z.bottomRows(n).array().square().sum());
+  };
+  const MatrixF independent = make_synthetic_attention(s).k[0];
+  CHECK(std::fabs(correlation(independent, 1)) < 0.02);
+  s.token_noise_length = 16;
+  const MatrixF correlated = make_synthetic_attention(s).k[0];
+  for (int lag : {1, 8, 24}) {
+    INFO("lag " << lag);
+    CHECK(correlation(correlated, lag) == Approx(std::exp(-lag / 16.0)).margin(0.05));
+  }
+  // The bias and the channel profile are drawn before z: only the token-to-token part changes.
+  CHECK((correlated.colwise().mean() - independent.colwise().mean()).cwiseAbs().maxCoeff() < 0.5);
 }

@@ -35,6 +35,7 @@ std::vector<Grouping> all_groupings() {
           grouping::per_thread(mma, Operand::q),
           grouping::per_thread(mma, Operand::k),
           grouping::per_warp(mma, Operand::q),
+          grouping::per_warp(wg, Operand::q),
           grouping::per_thread(wg, Operand::q),
           grouping::per_thread(wg, Operand::k),
           grouping::microscale(16),
@@ -152,7 +153,7 @@ TEST_CASE("the fast quantizer equals the element-by-element reference, bit for b
     require_identical(quantize(ties, presets::int4(g)), quantize_reference(ties, presets::int4(g)));
     ++cases;
   }
-  CHECK(cases == 2 * 13 * 10 + 13);
+  CHECK(cases == 2 * 14 * 10 + 14);
 }
 
 TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)", "[quantize]") {
@@ -182,6 +183,34 @@ TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)
   const MatrixD exact = dequantize(a).cast<double>() * dequantize(b).cast<double>().transpose();
   CHECK((s96.cast<double>() - exact).cwiseAbs().maxCoeff() <= 1e-5 * exact.cwiseAbs().maxCoeff());
   CHECK_THROWS_WITH(scaled_matmul(a, kq), Catch::Contains("reduction lengths differ (96 vs 128)"));
+}
+
+TEST_CASE("NVFP4 on random data: half a step of the block's grid, or exactly +-6 s above 6", "[quantize]") {
+  // The UE4M3 scale is amax/6 rounded to nearest even, so about half the blocks get a scale
+  // below amax/6: their largest elements have |x / s| > 6 and saturate to the code 6.
+  const MatrixF x = random_tensor(64, 256, 9);
+  for (const QuantSpec& spec : {presets::nvfp4(false), presets::nvfp4(true), presets::sage3_p_two_level()}) {
+    INFO(spec.name);
+    const QuantizedTensor q = quantize(x, spec);
+    const MatrixF d = dequantize(q);
+    std::size_t clipped = 0, violations = 0;
+    for (int r = 0; r < x.rows(); ++r)
+      for (int c = 0; c < x.cols(); ++c) {
+        const float so = q.outer_of(r), s = q.scales[std::size_t(q.group_of(r, c))];
+        const float y = (spec.outer == OuterScale::none ? x(r, c) : x(r, c) / so) / s;  // float32, as quantized
+        if (std::fabs(y) > 6.0f) {
+          ++clipped;
+          violations += d(r, c) != std::copysign((6.0f * s) * so, x(r, c));
+        } else {
+          // Half a step of E2M1 at y, in units of the block's scale; plus the float32 roundings of
+          // x / s_o, of / s and of the product with s_o (2^-24 relative each).
+          const double bound = 0.5 * ulp(formats::e2m1, y) * s * so + 0x1p-22 * (std::fabs(x(r, c)) + std::fabs(d(r, c)));
+          violations += std::fabs(double(x(r, c)) - double(d(r, c))) > bound;
+        }
+      }
+    CHECK(violations == 0);
+    CHECK(clipped > 0);
+  }
 }
 
 TEST_CASE("block-scaled: MX round-up stays within half a step; the OCP floor clips only above max", "[quantize]") {

@@ -1,28 +1,39 @@
-// Smoothing identities in exact arithmetic, and the baselines' invariants.
-//
-// Exactness: small integers, block sizes that are powers of two and dyadic weights, so every
-// mean, residual, product and sum below is a dyadic rational with few bits, which float64
-// holds exactly (Boost 1.74's cpp_rational does not compile inside Eigen 3.4 matrices).
+// Smoothing identities in exact rational arithmetic (boost::multiprecision::cpp_rational), with
+// block sizes that do not divide the row count (a ragged last block) and means that are not
+// dyadic; and the baselines' invariants.
 #include <catch2/catch.hpp>
 
 #include <random>
 
+#include <boost/multiprecision/cpp_int.hpp>
+#include <boost/multiprecision/eigen.hpp>  // Eigen::NumTraits for Boost.Multiprecision numbers
+
 #include "emulation/quant/rotation.hpp"
 #include "emulation/quant/smoothing.hpp"
 
+// Boost 1.74's cpp_int asks whether a type is a byte container (for its constructor from one)
+// in a way that is a hard error for Eigen expressions, and Eigen's scalar-times-matrix operator
+// asks whether an expression converts to the scalar: Eigen expressions are not byte containers.
+namespace boost::multiprecision::detail {
+template <class C>
+  requires requires { C::RowsAtCompileTime; }
+struct is_byte_container<C> : std::false_type {};
+}  // namespace boost::multiprecision::detail
+
 using namespace lowbit;
 using namespace lowbit::quant;
-using MatrixR = MatrixD;
+using Rational = boost::multiprecision::cpp_rational;
+using MatrixR = Matrix<Rational>;
 
 namespace {
 
-// Small integers with a large channel bias (exactly representable in every scalar type).
+// Small integers with a large channel bias.
 MatrixR integer_tensor(int rows, int cols, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   MatrixR x(rows, cols);
   for (int c = 0; c < cols; ++c) {
     const int bias = int(rng() % 41) - 20;
-    for (int r = 0; r < rows; ++r) x(r, c) = double(bias + int(rng() % 19) - 9);
+    for (int r = 0; r < rows; ++r) x(r, c) = Rational(bias + int(rng() % 19) - 9);
   }
   return x;
 }
@@ -37,11 +48,13 @@ bool row_constant(const MatrixR& m) {
 }  // namespace
 
 TEST_CASE("smoothing Q and K plus the corrections reproduces Q K^T exactly", "[smoothing][exact]") {
-  const MatrixR q = integer_tensor(16, 6, 1), k = integer_tensor(16, 6, 2);
+  // 18 rows: blocks of 4, 5 and 7 leave a ragged last block (2, 3, 4 rows), and their means
+  // are thirds, fifths and sevenths.
+  const MatrixR q = integer_tensor(18, 6, 1), k = integer_tensor(18, 6, 2);
   const MatrixR exact = q * k.transpose();
   int checked = 0;
-  for (int q_block : {0, 4, 8})
-    for (int k_block : {0, 4})
+  for (int q_block : {0, 3, 4, 5, 7, 18})
+    for (int k_block : {0, 4, 7})
       for (bool smooth_q : {false, true})
         for (bool smooth_k : {false, true}) {
           INFO("q_block=" << q_block << " k_block=" << k_block << " smooth_q=" << smooth_q << " smooth_k=" << smooth_k);
@@ -57,50 +70,61 @@ TEST_CASE("smoothing Q and K plus the corrections reproduces Q K^T exactly", "[s
           }
           ++checked;
         }
-  CHECK(checked == 24);
+  CHECK(checked == 72);
 }
 
-TEST_CASE("the smoothed residual has zero channel mean in every block", "[smoothing][exact]") {
+TEST_CASE("the smoothed residual has zero channel mean in every block, the ragged last one too", "[smoothing][exact]") {
   const MatrixR x = integer_tensor(10, 4, 3);
-  const auto s = smooth(x, 4);  // blocks of 4, 4, 2 rows
-  CHECK(s.means.rows() == 3);
-  for (int b = 0; b < 3; ++b)
-    for (int c = 0; c < 4; ++c) {
-      double sum = 0;
-      for (int r = 4 * b; r < std::min(10, 4 * b + 4); ++r) sum += s.residual(r, c);
-      CHECK(sum == 0);
-    }
+  for (int block : {3, 4}) {  // 3, 3, 3, 1 rows; 4, 4, 2 rows
+    const auto s = smooth(x, block);
+    const int blocks = (10 + block - 1) / block;
+    REQUIRE(s.means.rows() == blocks);
+    for (int b = 0; b < blocks; ++b)
+      for (int c = 0; c < 4; ++c) {
+        Rational sum = 0, sum_x = 0;
+        const int first = block * b, last = std::min(10, first + block);
+        for (int r = first; r < last; ++r) sum += s.residual(r, c), sum_x += x(r, c);
+        CHECK(sum == 0);
+        CHECK(s.means(b, c) == sum_x / (last - first));
+      }
+  }
+  // A mean of 3 integers is a third: float64 could not hold it, the rational does.
+  MatrixR thirds(3, 1);
+  thirds << 2, 1, 1;
+  CHECK(smooth(thirds, 3).means(0, 0) == Rational(4, 3));
 }
 
 TEST_CASE("smoothing V: P gamma(V) + vbar reproduces P V when rows of P sum to one", "[smoothing][exact]") {
-  const MatrixR v = integer_tensor(8, 5, 4);
-  MatrixR p = integer_tensor(6, 8, 5).cwiseAbs();
-  for (int r = 0; r < p.rows(); ++r) {  // dyadic rows summing to one: w / 2^k with sum(w) = 2^k
-    p.row(r).setZero();
-    for (int c = 0; c < 8; ++c) p(r, c) = double((r + c) % 5) / 32;
-    p(r, r) += 1.0 - p.row(r).sum();
+  const MatrixR v = integer_tensor(9, 5, 4);
+  MatrixR p(6, 9);
+  for (int r = 0; r < p.rows(); ++r) {  // positive weights normalised to sum one: sevenths, ninths, ...
+    for (int c = 0; c < 9; ++c) p(r, c) = Rational(1 + (r + 2 * c) % 5);
+    const Rational sum = p.row(r).sum();
+    p.row(r) /= sum;
   }
   const auto sv = smooth(v, 0);
+  REQUIRE(sv.means(0, 0) == v.col(0).sum() / 9);
   const MatrixR ones = MatrixR::Ones(6, 1);
   CHECK(correct_output(MatrixR(p * sv.residual), sv, ones) == p * v);
 }
 
 TEST_CASE("linear attention: full corrections reproduce ((Q K^T) .* D) V exactly", "[smoothing][exact]") {
-  // Chunkwise linear attention, no softmax: a causal decay mask D = (1/2)^(i-j), per-block
-  // means for both Q and K (as the proposal has them), and V smoothed.
+  // Chunkwise linear attention, no softmax: a causal decay mask D = (2/3)^(i-j), per-block means
+  // for both Q and K (as the proposal has them; blocks of 5 and 3 over 16 rows, ragged), and V
+  // smoothed.
   const int n = 16;
   const MatrixR q = integer_tensor(n, 4, 6), k = integer_tensor(n, 4, 7), v = integer_tensor(n, 3, 8);
   MatrixR d = MatrixR::Zero(n, n);
-  for (int i = 0; i < n; ++i)
-    for (int j = 0; j <= i; ++j) d(i, j) = std::ldexp(1.0, j - i);
+  for (int i = 0; i < n; ++i) d(i, i) = 1;
+  for (int i = 1; i < n; ++i)
+    for (int j = 0; j < i; ++j) d(i, j) = d(i - 1, j) * 2 / 3;
   const MatrixR exact = (q * k.transpose()).cwiseProduct(d) * v;
-  const auto sq = smooth(q, 4), sk = smooth(k, 4), sv = smooth(v, 0);
+  const auto sq = smooth(q, 5), sk = smooth(k, 3), sv = smooth(v, 0);
   const MatrixR s = correct_scores(MatrixR(sq.residual * sk.residual.transpose()), sq, sk, ScoreCorrection::full);
   const MatrixR weights = s.cwiseProduct(d);
   CHECK(correct_output(MatrixR(weights * sv.residual), sv, MatrixR(weights.rowwise().sum())) == exact);
   // Without the row bias B the result is wrong: the term does not vanish without softmax.
-  const MatrixR delta_only = (sq.residual * sk.residual.transpose());
-  MatrixR partial = delta_only;
+  MatrixR partial = sq.residual * sk.residual.transpose();
   const MatrixR ds = score_correction(sq, sk);
   for (int r = 0; r < n; ++r) partial.row(r) += ds.row(sq.block_of(r));
   CHECK(partial.cwiseProduct(d) * v != exact);

@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "emulation/mma/instruction.hpp"
 #include "emulation/quant/quantize.hpp"
 #include "emulation/quant/thread_groups.hpp"
 #include "tensors.hpp"
@@ -58,42 +59,34 @@ Partition closure(std::vector<std::set<int>> sets) {
 }
 
 // Expected Q and K partitions of a block from a PTX formula: units of `threads` threads, each
-// covering rows_per_unit x block_k with m x n tiles of `values` values per thread.
+// covering rows_per_unit x block_k with m x n tiles of `values` values per thread. Per thread,
+// the rows one thread holds share a scale; per warp, the rows the 32 threads of one warp
+// (thread / 32 of its unit) hold.
 struct Expected {
   Partition q, k;
 };
 template <class Formula>
 Expected expected_groups(Formula formula, int threads, int values, int m, int n, int units, int block_q, int block_k,
                          bool per_warp) {
-  std::vector<std::set<int>> q_sets, k_sets;
+  std::map<std::pair<int, int>, std::set<int>> q_sets, k_sets;  // by (unit, thread or warp)
   const int rows_per_unit = block_q / units;
-  for (int u = 0; u < units; ++u) {
-    std::set<int> unit_q;
+  for (int u = 0; u < units; ++u)
     for (int t = 0; t < threads; ++t) {
-      std::set<int> q, k;
+      const std::pair<int, int> holder{u, per_warp ? t / 32 : t};
       for (int tm = 0; tm < rows_per_unit / m; ++tm)
         for (int tn = 0; tn < block_k / n; ++tn)
           for (int i = 0; i < values; ++i) {
             const Element e = formula(t, i);
-            q.insert(u * rows_per_unit + tm * m + e.row);
-            k.insert(tn * n + e.col);
+            q_sets[holder].insert(u * rows_per_unit + tm * m + e.row);
+            k_sets[holder].insert(tn * n + e.col);
           }
-      if (per_warp) {
-        unit_q.insert(q.begin(), q.end());
-        k_sets.push_back(k);
-      } else {
-        q_sets.push_back(q);
-        k_sets.push_back(k);
-      }
     }
-    if (per_warp) q_sets.push_back(unit_q);
-  }
-  if (per_warp) {  // every unit holds all of K's rows
-    std::set<int> all;
-    for (auto& s : k_sets) all.insert(s.begin(), s.end());
-    k_sets = {all};
-  }
-  return {closure(q_sets), closure(k_sets)};
+  const auto sets = [](const std::map<std::pair<int, int>, std::set<int>>& by_holder) {
+    std::vector<std::set<int>> v;
+    for (const auto& [holder, rows] : by_holder) v.push_back(rows);
+    return v;
+  };
+  return {closure(sets(q_sets)), closure(sets(k_sets))};
 }
 
 Partition partition_of(const BlockGroups& g) {
@@ -149,7 +142,7 @@ TEST_CASE("per-thread groups equal the closure of the PTX fragment formulas", "[
       const ThreadTiling& t = c.tiling;
       INFO(t.atom.name << " warps=" << t.warps << " " << t.block_q << "x" << t.block_k << " per_warp=" << per_warp);
       REQUIRE_FALSE(t.validate());
-      const QkGroups g = derive_groups(t, per_warp ? GroupScope::unit : GroupScope::thread);
+      const QkGroups g = derive_groups(t, per_warp ? GroupScope::warp : GroupScope::thread);
       Expected e;
       if (c.wgmma)
         e = expected_groups(ptx_wgmma_m64_d, 128, t.atom.n / 2, 64, t.atom.n, c.units, t.block_q, t.block_k, per_warp);
@@ -172,11 +165,57 @@ TEST_CASE("wgmma m64n64k32 s8 with one warpgroup on 128 rows: 32 Q groups, 4 K g
   CHECK(g.q.group_of_row[3] != g.q.group_of_row[19]);
 }
 
-TEST_CASE("per-warp: one Q group per warp's rows, one K group per block", "[groups]") {
-  const QkGroups g = derive_groups({atoms::mma_m16n8k64_s4, 4, 128, 64}, GroupScope::unit);
+TEST_CASE("per-warp, mma.sync: one Q group per warp's rows, one K group per block", "[groups]") {
+  const QkGroups g = derive_groups({atoms::mma_m16n8k64_s4, 4, 128, 64}, GroupScope::warp);
   CHECK(g.q.count == 4);
   CHECK(g.k.count == 1);
   for (int r = 0; r < 128; ++r) CHECK(g.q.group_of_row[std::size_t(r)] == r / 32);
+}
+
+TEST_CASE("per-warp, wgmma: a warp's rows are 16w..16w+15 of every 64-row tile, not the warpgroup's", "[groups]") {
+  // One warpgroup on 128 rows (two m64 tiles): warp w holds rows 16w + {0..15} and 64 + 16w + {0..15}.
+  const QkGroups one = derive_groups({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, GroupScope::warp);
+  CHECK(one.q.count == 4);
+  CHECK(one.k.count == 1);
+  for (int r = 0; r < 128; ++r)
+    for (int s = 0; s < 128; ++s)
+      CHECK((one.q.group_of_row[std::size_t(r)] == one.q.group_of_row[std::size_t(s)]) == (r % 64 / 16 == s % 64 / 16));
+  // Two warpgroups, 64 rows each: 8 warps, 8 groups of 16 consecutive rows.
+  const QkGroups two = derive_groups({atoms::wgmma_m64k32_s8(64), 8, 128, 64}, GroupScope::warp);
+  CHECK(two.q.count == 8);
+  for (int r = 0; r < 128; ++r) CHECK(two.q.group_of_row[std::size_t(r)] == r / 16);
+  const Grouping q = grouping::per_warp({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, Operand::q);
+  CHECK(q.name.rfind("per-warp(", 0) == 0);
+  CHECK(q.groups_per_period == 4);
+}
+
+// MmaAtom is constexpr (derive_groups runs on the device) and the MMA registry is not, so the
+// atoms are typed twice; this keeps them equal: shape, element format (A and B) and accumulator
+// fragment of each atom against the registry's instruction.
+TEST_CASE("the quantizer's atoms agree with the MMA registry", "[groups][registry]") {
+  struct Case {
+    MmaAtom atom;
+    std::string ptx;
+  };
+  std::vector<Case> cases{{atoms::mma_m16n8k32_s8, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"},
+                          {atoms::mma_m16n8k64_s4, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32"}};
+  for (int n = 8; n <= 256; n += 8)
+    cases.push_back({atoms::wgmma_m64k32_s8(n), "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k32.s32.s8.s8"});
+  for (const Case& c : cases) {
+    INFO(c.atom.name << " as " << c.ptx);
+    const mma::Atom at = mma::find_instruction("sm_90", c.ptx).atom;
+    CHECK(at.m == c.atom.m);
+    CHECK(at.n == c.atom.n);
+    CHECK(at.k == c.atom.k);
+    CHECK(at.a == c.atom.element);
+    CHECK(at.b == c.atom.element);
+    REQUIRE(at.c_fragment.has_value());
+    CHECK(*at.c_fragment == c.atom.accumulator);
+  }
+  // The m8n8 atoms have no registry entry to agree with; when the registry gains them, this fails
+  // and they belong in the list above.
+  for (const char* ptx : {"mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32", "mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32"})
+    CHECK_THROWS_AS(mma::find_instruction("sm_80", ptx), mma::UnknownInstruction);
 }
 
 TEST_CASE("invalid tilings are named precisely", "[groups]") {

@@ -1,0 +1,116 @@
+// The experiment programs as a user runs them: bad input is named and the exit status says so.
+// The programs' paths come from the build (LOWBIT_EXP_GRANULARITY, LOWBIT_BENCH_QUANTIZE).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <string>
+
+#include "numerics/npy.hpp"
+#include "tensors.hpp"
+
+using namespace lowbit;
+
+namespace {
+
+struct Run {
+  int status = -1;  // the exit status; 128 + signal when killed
+  std::string output;  // stdout and stderr
+};
+
+Run run(const std::string& command) {
+  Run r;
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+// A fresh folder for one test's files.
+std::filesystem::path scratch(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("lowbit_cli_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+void write_tensor(const std::filesystem::path& path, const MatrixF& x) {
+  write_npy(path.string(), {std::size_t(x.rows()), std::size_t(x.cols())},
+            std::span<const float>(x.data(), std::size_t(x.size())));
+}
+
+const std::string kExp = LOWBIT_EXP_GRANULARITY;
+
+}  // namespace
+
+TEST_CASE("exp_granularity --data: a NaN in a file is named with the file, count and index", "[cli]") {
+  const auto dir = scratch("nan");
+  MatrixF q = test::normal_tensor(256, 64, 1);
+  q(130, 5) = std::numeric_limits<float>::quiet_NaN();
+  write_tensor(dir / "q.npy", q);
+  write_tensor(dir / "k.npy", test::normal_tensor(256, 64, 2));
+  write_tensor(dir / "v.npy", test::normal_tensor(256, 64, 3));
+  const Run r = run(kExp + " --data " + (dir / "q.npy").string() + " " + (dir / "k.npy").string() + " " +
+                    (dir / "v.npy").string() + " --out " + (dir / "out").string());
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("exp_granularity: error: " + (dir / "q.npy").string() +
+                                       " head 0: 1 non-finite value (1 NaN, 0 Inf), the first at [130, 5] (NaN)"));
+  CHECK_FALSE(std::filesystem::exists(dir / "out" / "granularity.csv"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exp_granularity: --element must be what --instruction multiplies", "[cli]") {
+  const auto dir = scratch("element");
+  const Run r = run(kExp + " --instruction mma.m16n8k64.s4 --element int8 --heads 1 --tokens 128 --dim 64 --out " +
+                    (dir / "out").string());
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("--element int8 does not fit --instruction mma.m16n8k64.s4, which multiplies "
+                                       "int4 operands"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("exp_granularity --dim 96: HadmdAttn is skipped with a note, the rest runs", "[cli]") {
+  const auto dir = scratch("dim96");
+  const Run r = run(kExp + " --dim 96 --heads 1 --tokens 256 --tables methods --out " + (dir / "out").string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string why = "the random Hadamard rotation needs a power-of-two head dimension (d = 96)";
+  CHECK_THAT(r.output, Catch::Contains("note: HadmdAttn skipped: " + why));
+  const auto read = [&](const char* name) {
+    std::ifstream in(dir / "out" / name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK_THAT(read("summary.csv"), Catch::Contains("\"smoothing methods, per-thread\",\"HadmdAttn\",skipped,,,") &&
+                                      Catch::Contains("\"Smooth Q+K\",mean,"));
+  CHECK_THAT(read("granularity.csv"), Catch::Contains("# skipped: smoothing methods, per-thread / HadmdAttn: " + why) &&
+                                          !Catch::Contains("\"HadmdAttn\",0,"));
+  CHECK_THAT(read("granularity.json"), Catch::Contains("\"skipped\": \"" + why + "\""));
+  CHECK_THAT(read("table.md"), Catch::Contains("| HadmdAttn | skipped: " + why));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("bench_quantize: counts below 1 and unwritable output are errors, not NaN or an abort", "[cli]") {
+  const std::string bench = LOWBIT_BENCH_QUANTIZE;
+  for (const char* option : {"--heads", "--tokens", "--dim", "--repeats"}) {
+    const Run r = run(bench + " " + option + " 0");
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);  // an error exit, not a signal (abort)
+    CHECK_THAT(r.output, Catch::Contains(std::string(option) + ": must be a whole number >= 1, got 0"));
+  }
+  const Run r = run(bench + " --heads 1 --tokens 64 --dim 64 --repeats 1 --out /proc/lowbit-bench.csv");
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("bench_quantize: error: /proc/lowbit-bench.csv: cannot write"));
+}
