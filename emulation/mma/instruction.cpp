@@ -142,6 +142,82 @@ constexpr NRange kWgmmaN{8, 256, 8};
 constexpr NRange kTcgen05N64{8, 256, 8};
 constexpr NRange kTcgen05N128{16, 256, 16};
 
+// Every sm_90 instruction with tiles in results/vectors/ (the H200's shared files; the H100 probes'
+// sm90/, sm90-targeted/, sm90-kloop/, sm90-regressions/): its model's status is "verified";
+// test_mma_vectors checks this list against the files.
+const std::vector<std::string_view> kRecordedSm90{
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e5m2.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e4m3.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.s32.u8.u8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32",
+    "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.u8.u8.s32",
+    "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32",
+    "mma.sync.aligned.m16n8k64.row.col.s32.s4.u4.s32",
+    "mma.sync.aligned.m16n8k64.row.col.s32.u4.s4.s32",
+    "mma.sync.aligned.m16n8k64.row.col.s32.u4.u4.s32",
+    "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32",
+    "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.u4.u4.s32",
+    "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n16k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n24k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n24k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n24k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n256k16.f16.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n256k32.f16.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n256k32.f32.e5m2.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n32k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
+    "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f16.e5m2.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3",
+    "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2",
+    "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.u8",
+    "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8",
+    "wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8",
+    "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8",
+    "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.u8.u8",
+};
+
 std::vector<Family> build_families() {
   std::vector<Family> f;
   const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, int zero_f16_out,
@@ -164,43 +240,26 @@ std::vector<Family> build_families() {
     }
   };
 
-  // sm_90 (Hopper). `recorded`: the names with tiles in results/vectors/ (H200: the shared
-  // files; H100: sm90/ and sm90-regressions/, from lowbit verify-gpu).
+  // sm_90 (Hopper)
   add_f16_family("sm_90", 16, 25, kHopperZeroExponent, kHopperF16AccumulatorZeroExponent, kHopperF16, kHopperF16Out,
-                 {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
-                  "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16"});
+                 kRecordedSm90);
   f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
-               hopper_fp8_mma_sync(OutputRounding::rz_fp32), kHopperFp8Sync,
-               {"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32",
-                "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32", "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"}});
+               hopper_fp8_mma_sync(OutputRounding::rz_fp32), kHopperFp8Sync, kRecordedSm90});
   f.push_back({"sm_90", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f16"}, kFp8, kFp8, {"f16"}, {}, false,
-               hopper_fp8_mma_sync(OutputRounding::rne_fp16), kHopperFp8SyncF16,
-               {"mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"}});
-  add_integer_families("sm_90", kHopperInteger,
-                       {"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "mma.sync.aligned.m16n8k32.row.col.satfinite.s32.s8.s8.s32",
-                        "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32"});
+               hopper_fp8_mma_sync(OutputRounding::rne_fp16), kHopperFp8SyncF16, kRecordedSm90});
+  add_integer_families("sm_90", kHopperInteger, kRecordedSm90);
   for (std::string_view t : {"f16", "bf16"})
     f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f32"}, {t}, {t}, {}, {}, false,
-                 fused(16, 25, OutputRounding::rz_fp32, kHopperZeroExponent), kHopperF16,
-                 {"wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16", "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16",
-                  "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16"}});
+                 fused(16, 25, OutputRounding::rz_fp32, kHopperZeroExponent), kHopperF16, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {}, {}, false,
-               fused(16, 25, OutputRounding::rne_fp16, kHopperF16AccumulatorZeroExponent), kHopperF16Out,
-               {"wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16"}});
+               fused(16, 25, OutputRounding::rne_fp16, kHopperF16AccumulatorZeroExponent), kHopperF16Out, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f32"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rz_e8m13, kHopperZeroExponent), kHopperFp8Wgmma,
-               {"wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e5m2",
-                "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e4m3", "wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2",
-                "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3"}});
+               fused(32, 13, OutputRounding::rz_e8m13, kHopperZeroExponent), kHopperFp8Wgmma, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f16"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rne_fp16, kHopperZeroExponent), kHopperFp8WgmmaF16,
-               {"wgmma.mma_async.sync.aligned.m64n8k32.f16.e4m3.e4m3", "wgmma.mma_async.sync.aligned.m64n256k32.f16.e4m3.e4m3"}});
+               fused(32, 13, OutputRounding::rne_fp16, kHopperZeroExponent), kHopperFp8WgmmaF16, kRecordedSm90});
   for (bool sat : {false, true})
     f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
-                 integer(sat), kHopperInteger,
-                 {"wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8", "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.s8.s8",
-                  "wgmma.mma_async.sync.aligned.m64n256k32.s32.s8.s8",
-                  "wgmma.mma_async.sync.aligned.m64n256k32.satfinite.s32.s8.s8"}});
+                 integer(sat), kHopperInteger, kRecordedSm90});
 
   // sm_89 (Ada) and sm_80 (Ampere)
   f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
