@@ -29,6 +29,8 @@ struct TileVerdict {
 };
 
 // With `model`, the tile's instruction runs that model instead of its own (neighbouring_models).
+// A line with the field "mmas_per_flush" is a whole K loop (k = its K, a multiple of the
+// instruction's): D is gemm() with KLoop{mmas_per_flush}, C and D fp32 once flushed.
 TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model = std::nullopt);
 
 // Models next to `model`, one parameter changed each (F - 1, F + 1, L / 2, the other output
