@@ -528,10 +528,9 @@ std::uint32_t Engine::round(std::int64_t sum, int scale_exponent) const {
     }
   }
   const double x = std::ldexp(double(sum), scale_exponent);  // exact: |sum| < 2^53
-  // A nonzero sum that rounds to zero gives +0, whatever its sign (recorded on an H100: the
-  // tiny_products and subnormal_c tiles of bf16 and every f16-accumulator instruction).
-  const auto unsigned_zero = [](std::uint32_t bits, std::uint32_t magnitude_mask) {
-    return (bits & magnitude_mask) == 0 ? 0u : bits;
+  // A nonzero sum that rounds to zero keeps its sign or gives +0 (FusedDotAdd::rounded_zero_keeps_sign).
+  const auto unsigned_zero = [this](std::uint32_t bits, std::uint32_t magnitude_mask) {
+    return (bits & magnitude_mask) == 0 && !p_.rounded_zero_keeps_sign ? 0u : bits;
   };
   switch (p_.rounding) {
     case OutputRounding::rz_fp32:

@@ -41,12 +41,18 @@ Model integer(bool saturate) {
 constexpr int kHopperZeroExponent = -133;
 constexpr int kHopperF16AccumulatorZeroExponent = -21;
 
+// Hopper writes +0 for every zero result (measured), unlike MMA-Sim's sign-keeping rule.
+Model hopper(Model m) {
+  m.fused.rounded_zero_keeps_sign = false;
+  return m;
+}
+
 // Hopper mma.sync FP8 is software: F2FP unpacks the operands to f16 (exactly; an e4m3 subnormal
 // becomes a normal f16 number), two HMMA.16816 over the k with k mod 4 in {0,1} and then {2,3}
 // run the Hopper f16 model chained from +0, and C is added last by FADD (f32) or HADD2 (f16).
 Model hopper_fp8_mma_sync(OutputRounding rounding) {
-  Model m = fused(16, 25, rounding,
-                  rounding == OutputRounding::rne_fp16 ? kHopperF16AccumulatorZeroExponent : kHopperZeroExponent);
+  Model m = hopper(fused(16, 25, rounding,
+                         rounding == OutputRounding::rne_fp16 ? kHopperF16AccumulatorZeroExponent : kHopperZeroExponent));
   m.fused.interleave = 2;
   m.fused.c_entry = CEntry::added_after;
   m.fused.unpack_to = formats::fp16;
@@ -223,12 +229,16 @@ std::vector<Family> build_families() {
   const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, int zero_f16_out,
                                   const ModelSource& f32_source, const ModelSource& f16_source,
                                   std::vector<std::string_view> recorded) {
+    const auto model = [&](OutputRounding rounding, int zero_exponent) {
+      const Model m = fused(chunk, fraction, rounding, zero_exponent);
+      return arch == "sm_90" ? hopper(m) : m;
+    };
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"f16"}, {"f16"}, {"f32"}, {}, false,
-                 fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
+                 model(OutputRounding::rz_fp32, zero), f32_source, recorded});
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f32"}, {"bf16"}, {"bf16"}, {"f32"}, {}, false,
-                 fused(chunk, fraction, OutputRounding::rz_fp32, zero), f32_source, recorded});
+                 model(OutputRounding::rz_fp32, zero), f32_source, recorded});
     f.push_back({arch, Issue::mma_sync, 16, 16, kMmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {"f16"}, {}, false,
-                 fused(chunk, fraction, OutputRounding::rne_fp16, zero_f16_out), f16_source, recorded});
+                 model(OutputRounding::rne_fp16, zero_f16_out), f16_source, recorded});
   };
   const auto add_integer_families = [&](std::string_view arch, const ModelSource& source,
                                         std::vector<std::string_view> recorded) {
@@ -250,13 +260,13 @@ std::vector<Family> build_families() {
   add_integer_families("sm_90", kHopperInteger, kRecordedSm90);
   for (std::string_view t : {"f16", "bf16"})
     f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f32"}, {t}, {t}, {}, {}, false,
-                 fused(16, 25, OutputRounding::rz_fp32, kHopperZeroExponent), kHopperF16, kRecordedSm90});
+                 hopper(fused(16, 25, OutputRounding::rz_fp32, kHopperZeroExponent)), kHopperF16, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 16, kWgmmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {}, {}, false,
-               fused(16, 25, OutputRounding::rne_fp16, kHopperF16AccumulatorZeroExponent), kHopperF16Out, kRecordedSm90});
+               hopper(fused(16, 25, OutputRounding::rne_fp16, kHopperF16AccumulatorZeroExponent)), kHopperF16Out, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f32"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rz_e8m13, kHopperZeroExponent), kHopperFp8Wgmma, kRecordedSm90});
+               hopper(fused(32, 13, OutputRounding::rz_e8m13, kHopperZeroExponent)), kHopperFp8Wgmma, kRecordedSm90});
   f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"f16"}, kFp8, kFp8, {}, {}, false,
-               fused(32, 13, OutputRounding::rne_fp16, kHopperZeroExponent), kHopperFp8WgmmaF16, kRecordedSm90});
+               hopper(fused(32, 13, OutputRounding::rne_fp16, kHopperZeroExponent)), kHopperFp8WgmmaF16, kRecordedSm90});
   for (bool sat : {false, true})
     f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
                  integer(sat), kHopperInteger, kRecordedSm90});

@@ -70,6 +70,9 @@ struct FusedDotAdd {
   // Significands and exponents of the products are then this format's: Hopper mma.sync FP8
   // unpacks to f16 (F2FP) before HMMA, so an e4m3 subnormal is a normal f16 number there.
   std::optional<Format> unpack_to;
+  // A nonzero sum that rounds to zero: -0 when negative (MMA-Sim's rule, kept for the published
+  // models) or +0 whatever its sign (measured on Hopper).
+  bool rounded_zero_keeps_sign = true;
 
   // Why these parameters cannot run an instruction of depth k, or nothing.
   std::optional<std::string> validate(int k) const;

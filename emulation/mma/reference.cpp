@@ -186,9 +186,10 @@ class Reference {
     return round(Rational(S) * power_of_two(E - p_.fraction_bits));
   }
 
-  // A zero result, exact or rounded, is +0 (measured: docs/mma-models.md).
+  // An exact zero is +0; a nonzero sum rounded to zero is +0 too unless the model keeps its sign.
   std::uint32_t round(const Rational& x) const {
     if (x == 0) return 0;
+    const bool negative_zero = p_.rounded_zero_keeps_sign && x < 0;
     const double d = x.convert_to<double>();
     if (Rational(d) != x) throw std::logic_error("reference: a chunk sum is not a double");
     switch (p_.rounding) {
@@ -197,11 +198,13 @@ class Reference {
         if (std::fabs(d) >= 0x1p128) return d < 0 ? 0xff80'0000u : 0x7f80'0000u;
         const double kept = round_to_format(p_.rounding == OutputRounding::rz_fp32 ? formats::fp32 : formats::e8m13, d,
                                             {Rounding::toward_zero});
-        return kept == 0 ? 0u : std::bit_cast<std::uint32_t>(float(kept));
+        if (kept == 0) return negative_zero ? 0x8000'0000u : 0u;
+        return std::bit_cast<std::uint32_t>(float(kept));
       }
       case OutputRounding::rne_fp16: {
         const double kept = round_to_format(formats::fp16, d, {Rounding::nearest_even, Overflow::inf});
-        return kept == 0 ? 0u : encode(formats::fp16, kept, {Rounding::nearest_even, Overflow::inf});
+        if (kept == 0) return negative_zero ? 0x8000u : 0u;
+        return encode(formats::fp16, kept, {Rounding::nearest_even, Overflow::inf});
       }
     }
     return 0;

@@ -130,6 +130,8 @@ std::vector<NeighbourModel> neighbouring_models(const Model& model) {
   add(p.c_entry == CEntry::aligned ? "C added after (RNE)" : "C aligned with the products", [](FusedDotAdd& q) {
     q.c_entry = q.c_entry == CEntry::aligned ? CEntry::added_after : CEntry::aligned;
   });
+  add(p.rounded_zero_keeps_sign ? "rounded zeros +0" : "rounded zeros keep their sign",
+      [](FusedDotAdd& q) { q.rounded_zero_keeps_sign = !q.rounded_zero_keeps_sign; });
   if (p.unpack_to) add("operands not unpacked", [](FusedDotAdd& q) { q.unpack_to.reset(); });
   if (p.interleave) add("consecutive chunks", [](FusedDotAdd& q) { q.interleave = 0; });
   // A ladder around it (do the tiles pin e_zero to one integer, or to an interval?) and a few far values.

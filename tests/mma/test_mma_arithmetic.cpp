@@ -66,14 +66,21 @@ TEST_CASE("an exact zero sum is +0, also with C = -0 (recorded: the cancellation
 }
 
 TEST_CASE("a nonzero sum that rounds to zero is +0 (measured on an H100)", "[mma][arithmetic]") {
-  // bf16: -2^-100 * 2^-60 = -2^-160, below half the smallest binary32 subnormal 2^-149: RZ gives
-  // zero, and the tensor cores write +0, not -0 (recorded tiny_products tiles; docs/mma-models.md).
-  CHECK(both("sm_90", kBf16, {{-two(-100)}, {two(-60)}}) == 0u);
-  // f16 accumulator: -2^-12 * 2^-14 = -2^-26, below half the smallest f16 subnormal 2^-24: RNE to
-  // zero, written +0.
+  // bf16: -2^-90 * 2^-60 = -2^-150, kept by the truncation (E = e_zero = -133 cuts at 2^-158) but
+  // below half the smallest binary32 subnormal 2^-149: RZ gives zero, and the tensor cores write
+  // +0, not -0 (recorded tiny_products tiles; docs/mma-models.md).
+  CHECK(both("sm_90", kBf16, {{-two(-90)}, {two(-60)}}) == 0u);
+  // f16 accumulator: -2^-12 * 2^-14 = -2^-26 (kept: e_zero = -21 cuts at 2^-46), below half the
+  // smallest f16 subnormal 2^-24: RNE to zero, written +0.
   CHECK(both("sm_90", kH16Out, {{-two(-12)}, {two(-14)}}) == 0u);
   // The same magnitude with a nonzero result keeps its sign: -2^-24 exactly is 0x8001.
   CHECK(both("sm_90", kH16Out, {{-two(-10)}, {two(-14)}}) == 0x8001u);
+  // The published models of other GPUs keep MMA-Sim's rule, -0 (unmeasured: no such GPU here).
+  // sm_80 fuses 8 products per chunk, and a later chunk that sums to an exact zero gives +0, so
+  // the product sits in the last chunk (k = 8).
+  const auto at_k8 = [](double v) { return with(with({}, 8, 0.0), 9, v); };
+  CHECK(both("sm_80", kBf16, {at_k8(-two(-90)), at_k8(two(-60))}) == 0x8000'0000u);
+  CHECK(both("sm_80", kH16Out, {at_k8(-two(-12)), at_k8(two(-14))}) == 0x8000u);
 }
 
 TEST_CASE("a subnormal input counts at the format's smallest normal exponent", "[mma][arithmetic]") {
