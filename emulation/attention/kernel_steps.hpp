@@ -1,0 +1,210 @@
+// The fp32 per-thread steps of a quantized FlashAttention-style forward pass, written once for
+// the CPU pipeline (emulation/attention/) and the CUDA kernels (kernels/): both call these
+// functions, so a step cannot differ between them. Every operation is an IEEE single rounding
+// named explicitly (add_rn, mul_rn, fma_rn, div_rn): no contraction, no fast-math, no MUFU.
+//
+// One row r of a query block, one KV block j of `block_kv` keys, in the order a kernel runs it
+// (the contract the sage2-8b kernel and the emulated pipeline both follow):
+//   1. s[c]      = dequantize_score(acc[c], qk_scale)          (score in log2 units, see below)
+//                  masked keys (causal: key > query; keys past N): s[c] = -inf
+//   2. m         = max(m, max_c s[c])                          (exact; lanes reduced by butterfly;
+//                                                                m starts at -inf)
+//   3. offset    = row_offset(m, p_log2_scale)                  (usable_max(m) - p_log2_scale: P's
+//                                                                static scale folded into the exponent)
+//   4. alpha     = rescale(offset_old, offset)                  (offset starts at -inf: alpha = 0 on
+//                                                                the first block)
+//   5. p[c]      = probability(s[c], offset)                    (exp2(s - offset): p in [0, 2^p_log2_scale])
+//   6. l_lane    = fma_rn(l_lane, alpha, tree_sum(p[c] for the lane's columns in column order))
+//   7. P code    = e4m3 satfinite, round to nearest even, of p[c]
+//   8. R         = P V through the MMA model, a fresh accumulator (+0) chained over the block's
+//                  k steps (Hopper FP8: FP22)
+//   9. o[c]      = fma_rn(o[c], alpha, R[c])                     (two-level accumulation: fp32)
+// After the last block:
+//   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
+//   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
+//   lse = mul_rn(add_rn(offset, poly_log2(l)), ln 2)             (natural log of sum exp(q.k/sqrt d))
+// A lane is one of the 4 threads that share a row in every m16n8 / m64nN accumulator fragment:
+// lane_of_column(c) = (c mod 8) / 2, each lane holding columns {8t + 2 lane, 8t + 2 lane + 1}.
+// The scores arrive in log2 units: the softmax scale log2(e)/sqrt(d) is folded into Q's scale
+// once (fold_softmax_scale), so exp(q.k/sqrt(d) - max) = exp2(s - m).
+//
+// exp2 and log2 are polynomials in fixed fp32 operations (data: Exp2Poly, Log2Poly), not the
+// GPU's MUFU.EX2 (ex2.approx, undocumented and not correctly rounded): degree 5 is correctly
+// rounded on 95.08% of the 1,123,680,257 floats in [-125, 0] and within 2 ulp on all of them
+// (degree 6: 99.42%, within 1 ulp); MUFU.EX2 on an H200 gives 89.18%, within 2 ulp (see
+// ../shared/notes). tests/attention checks these figures.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "emulation/format.hpp"  // LOWBIT_HD
+
+#if defined(__CUDA_ARCH__)
+#include <cuda_fp8.h>
+#else
+#include <cmath>
+
+#include "emulation/convert.hpp"
+#endif
+
+namespace lowbit::attention::steps {
+
+// ---- single roundings, never contracted --------------------------------------------------------
+#if defined(__CUDA_ARCH__)
+__device__ inline float add_rn(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline float sub_rn(float a, float b) { return __fsub_rn(a, b); }
+__device__ inline float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ inline float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ inline std::uint32_t float_bits(float x) { return __float_as_uint(x); }
+__device__ inline float bits_float(std::uint32_t u) { return __uint_as_float(u); }
+#else
+// volatile keeps the host compiler from fusing a product into a following sum (-ffp-contract).
+inline float add_rn(float a, float b) { volatile float r = a + b; return r; }
+inline float sub_rn(float a, float b) { volatile float r = a - b; return r; }
+inline float mul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float fma_rn(float a, float b, float c) { return std::fma(a, b, c); }
+inline float div_rn(float a, float b) { volatile float r = a / b; return r; }
+inline std::uint32_t float_bits(float x) { std::uint32_t u; std::memcpy(&u, &x, 4); return u; }
+inline float bits_float(std::uint32_t u) { float x; std::memcpy(&x, &u, 4); return x; }
+#endif
+
+inline constexpr float kNegativeInfinity = -__builtin_huge_valf();
+inline constexpr float kLn2 = 0x1.62e430p-1f;  // float(ln 2)
+
+// ---- exp2 ---------------------------------------------------------------------------------------
+// exp2(x) = 2^j * p(f), j = nearest integer to x, f = x - j in [-1/2, 1/2] (both exact), p(f) =
+// 1 + f (c1 + f (c2 + ...)) by Horner in fma_rn, and 2^j added to p's exponent field (exact:
+// the result stays normal). x < -125 gives +0 (so -inf gives 0: masked keys), NaN gives NaN.
+// Coefficients: minimax of the relative error on [-1/2, 1/2] with p(0) = 1 exactly, rounded
+// to float (so exp2(0) = 1: the row maximum's P is exactly 2^p_log2_scale).
+struct Exp2Poly {
+  int degree = 5;
+  float c[7] = {};  // c[0] multiplies f, c[degree - 1] multiplies f^degree
+};
+// (Records are returned by functions: a namespace-scope constexpr object is not visible to device code.)
+LOWBIT_HD constexpr Exp2Poly exp2_degree5() {
+  return {5, {0x1.62e42ap-1f, 0x1.ebf9bcp-3f, 0x1.c6b752p-5f, 0x1.3cea50p-7f, 0x1.5bb970p-10f}};
+}
+LOWBIT_HD constexpr Exp2Poly exp2_degree6() {
+  return {6, {0x1.62e430p-1f, 0x1.ebfbdcp-3f, 0x1.c6aee8p-5f, 0x1.3b2d4ep-7f, 0x1.5f3e2ep-10f, 0x1.41fb62p-13f}};
+}
+inline constexpr float kExp2Lowest = -125.0f;
+
+LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
+  if (x != x) return x;
+  if (x < kExp2Lowest) return 0.0f;
+  constexpr float kRound = 0x1.8p23f;  // x + 1.5 * 2^23 rounds x to an integer (|x| < 2^22)
+  const float shifted = add_rn(x, kRound);
+  const float j = sub_rn(shifted, kRound);
+  const float f = sub_rn(x, j);
+  float p = poly.c[poly.degree - 1];
+  for (int i = poly.degree - 2; i >= 0; --i) p = fma_rn(p, f, poly.c[i]);
+  p = fma_rn(p, f, 1.0f);
+  return bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+}
+
+// ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------
+// l = 2^e m with m in [sqrt(1/2), sqrt(2)); log2(m) = s q(s^2), s = (m - 1) / (m + 1), q of degree 3.
+struct Log2Poly {
+  float c[4];
+};
+LOWBIT_HD constexpr Log2Poly log2_degree3() { return {{0x1.715478p+1f, 0x1.ec6766p-1f, 0x1.2a9e96p-1f, 0x1.232cb4p-2f}}; }
+
+LOWBIT_HD inline float poly_log2(float l) {
+  const std::uint32_t bits = float_bits(l);
+  int e = int((bits >> 23) & 0xff) - 127;
+  float m = bits_float((bits & 0x007fffffu) | 0x3f800000u);
+  if (m > 0x1.6a09e6p+0f) m = mul_rn(m, 0.5f), ++e;  // exact
+  const float s = div_rn(sub_rn(m, 1.0f), add_rn(m, 1.0f));
+  const float z = mul_rn(s, s);
+  constexpr Log2Poly poly = log2_degree3();
+  float q = poly.c[3];
+  for (int i = 2; i >= 0; --i) q = fma_rn(q, z, poly.c[i]);
+  return add_rn(float(e), mul_rn(s, q));
+}
+
+// ---- scores -------------------------------------------------------------------------------------
+// Q's scale with the softmax scale folded in, once per Q group: fl(s_q * softmax_scale_log2).
+LOWBIT_HD inline float fold_softmax_scale(float q_scale, float softmax_scale_log2) {
+  return mul_rn(q_scale, softmax_scale_log2);
+}
+// float(log2(e) / sqrt(head_dim)), computed in double and rounded once (host and device agree
+// because the host computes it and passes it).
+inline float softmax_scale_log2(int head_dim) {
+  return float(1.4426950408889634 / __builtin_sqrt(double(head_dim)));
+}
+// One scale per (Q group, K group) pair: fl(s_q' * s_k).
+LOWBIT_HD inline float score_scale(float q_scale_folded, float k_scale) { return mul_rn(q_scale_folded, k_scale); }
+// An integer accumulator (|acc| < 2^24, so float(acc) is exact) times its pair's scale.
+LOWBIT_HD inline float dequantize_score(std::int32_t acc, float scale) { return mul_rn(float(acc), scale); }
+
+// ---- online softmax -----------------------------------------------------------------------------
+inline constexpr int kLanesPerRow = 4;
+LOWBIT_HD constexpr int lane_of_column(int column) { return (column % 8) / 2; }
+
+// P's static scale as a power-of-two offset of the exponent: P = exp2(s - m + p_log2_scale), so
+// P in [0, 2^p_log2_scale]. For E4M3 at 448: float(log2(448)); poly_exp2 of it is 447.99997 (0x1.bffffep+8),
+// which the e4m3 conversion (satfinite, nearest) maps to 448.
+inline constexpr float kLog2Of448 = 0x1.19d5dap+3f;
+
+// The row maximum a block can subtract: a row with every key masked so far keeps -inf in m but
+// subtracts 0 (so its P and alpha are 0, never NaN).
+LOWBIT_HD inline float usable_max(float m) { return m == kNegativeInfinity ? 0.0f : m; }
+// The offset subtracted from every score of the row: m_use = usable_max(m) - p_log2_scale.
+LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(usable_max(m), p_log2_scale); }
+
+LOWBIT_HD inline float probability(float score, float offset, const Exp2Poly& poly = exp2_degree5()) {
+  return poly_exp2(sub_rn(score, offset), poly);
+}
+// alpha: the factor that rescales l and o when the row offset moves from old to new
+// (exp2(-inf) = 0 on the first block: old_offset is -inf there).
+LOWBIT_HD inline float rescale(float old_offset, float new_offset, const Exp2Poly& poly = exp2_degree5()) {
+  return poly_exp2(sub_rn(old_offset, new_offset), poly);
+}
+
+// The sum of n values (n a power of two) as a balanced tree over their order: adjacent pairs
+// first, (v0 + v1) + (v2 + v3), ... The GPU adds a lane's columns this way.
+template <int n>
+LOWBIT_HD inline float tree_sum(const float* v) {
+  static_assert(n > 0 && (n & (n - 1)) == 0, "tree_sum: n must be a power of two");
+  if constexpr (n == 1) {
+    return v[0];
+  } else {
+    return add_rn(tree_sum<n / 2>(v), tree_sum<n / 2>(v + n / 2));
+  }
+}
+LOWBIT_HD inline float update_row_sum(float lane_sum, float alpha, float block_lane_sum) {
+  return fma_rn(lane_sum, alpha, block_lane_sum);
+}
+// The four lanes' sums combined as the butterfly shuffle does (xor 1, then xor 2).
+LOWBIT_HD inline float combine_lanes(float l0, float l1, float l2, float l3) {
+  return add_rn(add_rn(l0, l1), add_rn(l2, l3));
+}
+
+// P as an E4M3 code: cvt.rn.satfinite.e4m3x2.f32 on the GPU, the verified encoder on the host.
+LOWBIT_HD inline std::uint8_t e4m3_code(float p) {
+#if defined(__CUDA_ARCH__)
+  return std::uint8_t(__nv_cvt_float_to_fp8(p, __NV_SATFINITE, __NV_E4M3));
+#else
+  return std::uint8_t(lowbit::encode(formats::e4m3, double(p), {.rounding = Rounding::nearest_even,
+                                                               .overflow = Overflow::saturate}));
+#endif
+}
+
+// Two-level accumulation: the fp32 output accumulator takes a block's fresh MMA result.
+LOWBIT_HD inline float accumulate_output(float o, float alpha, float block_result) {
+  return fma_rn(o, alpha, block_result);
+}
+
+// ---- the end of a row ----------------------------------------------------------------------------
+LOWBIT_HD inline float inverse_row_sum(float l) { return div_rn(1.0f, l); }
+// The normalized output element before its rounding to the output format (fp16/bf16/fp32).
+LOWBIT_HD inline float normalize_output(float o, float inverse_l, float v_scale) {
+  return mul_rn(mul_rn(o, inverse_l), v_scale);
+}
+// Natural-log log-sum-exp of the row's scaled scores (q.k / sqrt(d)).
+LOWBIT_HD inline float log_sum_exp(float offset, float l) { return mul_rn(add_rn(offset, poly_log2(l)), kLn2); }
+
+}  // namespace lowbit::attention::steps
