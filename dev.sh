@@ -55,7 +55,10 @@ case "${1:-}" in
     install_packages
     python_oracles
     build
-    ctest --test-dir "$BUILD_DIR" --output-on-failure --parallel "$(nproc)"
+    # --no-tests=error: a run that finds no tests fails. The console output is kept in
+    # Testing/ctest-console.log, beside Testing/Temporary/LastTest.log (every test's output).
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --parallel "$(nproc)" \
+      --output-log "$BUILD_DIR/Testing/ctest-console.log"
     ;;
   *)
     echo "usage: ./dev.sh run | test" >&2

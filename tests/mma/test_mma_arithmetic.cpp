@@ -50,7 +50,7 @@ TEST_CASE("a dominant product truncates the others F bits below its leading bit"
   CHECK(both("sm_90", kH16, dot) == 0x4480'0000u);
 }
 
-TEST_CASE("a term exactly at the last kept bit survives; one bit below does not", "[mma][arithmetic]") {
+TEST_CASE("a term exactly at the last kept bit survives, one bit below does not", "[mma][arithmetic]") {
   // 1024 - 1024 + 2^-7 * 2^-8: E = 10, 2^-15 is exactly one unit of 2^(10-25): D = 2^-15.
   CHECK(both("sm_90", kH16, {{1024, -1024, two(-7)}, {1, 1, two(-8)}}) == 0x3800'0000u);
   // 2^-8 * 2^-8 = 2^-16 is half a unit: truncated, the sum is an exact zero, D = +0.

@@ -104,7 +104,7 @@ TEST_CASE("whole tiles: engine == rational reference", "[mma][differential]") {
   }
 }
 
-TEST_CASE("the K loop: chained, flushed into fp32, padded; engine == reference", "[mma][differential][gemm]") {
+TEST_CASE("the K loop (chained, flushed into fp32, padded): engine == reference", "[mma][differential][gemm]") {
   std::mt19937_64 rng(5);
   for (const auto& [arch, name] : std::vector<std::pair<const char*, const char*>>{
            {"sm_90", "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"},

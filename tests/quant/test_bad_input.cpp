@@ -124,7 +124,7 @@ TEST_CASE("propagate, integers: no NaN code, so the group's fp32 scale is NaN an
   CHECK(all_nan(dequantize(quantize_both(y, propagating(presets::int8(grouping::per_tensor()))))));
 }
 
-TEST_CASE("propagate, FP8: NaN and Inf stay in their elements; the scale is the finite values'", "[bad-input]") {
+TEST_CASE("propagate, FP8: NaN and Inf stay in their elements, the scale is the finite values'", "[bad-input]") {
   MatrixF x(2, 4);
   x << 1.0f, kNaN, -3.5f, 0.5f,  //
       1.0f, kInf, -kInf, 0.0f;
@@ -155,7 +155,7 @@ TEST_CASE("propagate, FP8: NaN and Inf stay in their elements; the scale is the 
   CHECK(d5(0, 2) == -3.5f);
 }
 
-TEST_CASE("propagate, MX: an FP4 block with NaN/Inf gets the E8M0 NaN scale 0xFF; FP8 elements keep theirs",
+TEST_CASE("propagate, MX: an FP4 block with NaN/Inf gets the E8M0 NaN scale 0xFF, FP8 elements keep theirs",
           "[bad-input]") {
   MatrixF x = test::normal_tensor(2, 64, 4);
   MatrixF clean = x;

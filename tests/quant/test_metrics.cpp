@@ -27,7 +27,7 @@ TEST_CASE("ULP distance counts floats between", "[metrics]") {
   CHECK(ulp_distance(1.0f, std::nanf("")) == std::numeric_limits<std::uint64_t>::max());
 }
 
-TEST_CASE("reference attention: uniform scores average V; rows of softmax sum to one", "[metrics]") {
+TEST_CASE("reference attention: uniform scores average V, rows of softmax sum to one", "[metrics]") {
   MatrixD q = MatrixD::Zero(3, 4), k = MatrixD::Random(5, 4), v = MatrixD::Random(5, 2);
   const MatrixD o = attention_reference(q, k, v);
   for (int r = 0; r < 3; ++r) CHECK((o.row(r) - v.colwise().mean()).cwiseAbs().maxCoeff() < 1e-15);

@@ -213,7 +213,7 @@ TEST_CASE("NVFP4 on random data: half a step of the block's grid, or exactly +-6
   }
 }
 
-TEST_CASE("block-scaled: MX round-up stays within half a step; the OCP floor clips only above max", "[quantize]") {
+TEST_CASE("block-scaled: MX round-up stays within half a step, the OCP floor clips only above max", "[quantize]") {
   const MatrixF x = random_tensor(64, 256, 8);
   for (const Format& e : {formats::e2m1, formats::e4m3, formats::e5m2, formats::e2m3, formats::e3m2}) {
     INFO(format_name(e));

@@ -145,7 +145,7 @@ TEST_CASE("random Hadamard rotation is orthogonal and seedable", "[rotation]") {
   CHECK_THROWS_WITH(RandomHadamard(96, 1), Catch::Contains("not a power of two"));
 }
 
-TEST_CASE("rotating Q and K keeps Q K^T (to float rounding); apply() is x H", "[rotation]") {
+TEST_CASE("rotating Q and K keeps Q K^T (to float rounding), and apply() is x H", "[rotation]") {
   std::mt19937_64 rng(9);
   std::normal_distribution<float> normal;
   MatrixF q(32, 64), k(40, 64);
