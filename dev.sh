@@ -21,17 +21,26 @@ install_packages() {
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
-# Independent implementations the cross-check tests compare against (PyPI); the tests that need
-# them report themselves skipped when this fails (no network).
+# Under CI=true every oracle must be there (PyPI is reachable, the CUDA headers are installed):
+# a missing one fails the run instead of turning its tests into skips (LOWBIT_REQUIRE_ORACLES).
+if [ "${CI:-}" = true ]; then REQUIRE_ORACLES=ON; else REQUIRE_ORACLES=OFF; fi
+
+# Independent implementations the cross-check tests compare against (PyPI); outside CI the tests
+# that need them report themselves skipped when this fails (no network).
 python_oracles() {
   local venv="$BUILD_DIR/oracle-venv"
-  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import ml_dtypes, gfloat" 2>/dev/null && return
-  { python3 -m venv "$venv" && "$venv/bin/pip" install -q "ml_dtypes==0.6.0" "gfloat==0.5.2" "numpy<3"; } ||
-    echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
+  [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import numpy, ml_dtypes, gfloat" 2>/dev/null && return
+  { python3 -m venv "$venv" && "$venv/bin/pip" install -q "ml_dtypes==0.6.0" "gfloat==0.5.2" "numpy<3"; } && return
+  if [ "$REQUIRE_ORACLES" = ON ]; then
+    echo "dev.sh: error: could not install ml_dtypes/gfloat into $venv, and CI=true requires them" >&2
+    exit 1
+  fi
+  echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
 }
 
 build() {
-  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON="$BUILD_DIR/oracle-venv/bin/python"
+  cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON="$BUILD_DIR/oracle-venv/bin/python" \
+    -DLOWBIT_REQUIRE_ORACLES="$REQUIRE_ORACLES"
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 }
 

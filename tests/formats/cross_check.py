@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cross-check lowbit's encode/decode against independent implementations from PyPI.
 
-Usage: cross_check.py LIBRARY CASE
+Usage: cross_check.py [--require-oracles] LIBRARY CASE
   LIBRARY  the lowbit_c_api shared library (tests/formats/lowbit_c_api.cpp)
   CASE     ml_dtypes:<type>  every float32 bit pattern (2^32) rounded to nearest even, for
                              float8_e4m3fnuz (= P3109 K8P4 finite), float8_e5m2fnuz (= P3109
@@ -13,7 +13,9 @@ Usage: cross_check.py LIBRARY CASE
                              modes, saturating or not, of every value and midpoint with the two
                              float32 on either side, 2^17 random float32 and the specials
            gfloat:decode     every code of further formats written as gfloat FormatInfo records
-Exits 77 (skipped) when numpy, ml_dtypes or gfloat is not installed.
+Exits 77 (skipped) when numpy, ml_dtypes or gfloat is not installed, or 1 (failed) with
+--require-oracles (CMake's LOWBIT_REQUIRE_ORACLES, on under CI=true). A case that compares
+nothing fails.
 
 How our options map onto each library, and the differences found (documented, not mismatches):
   * ml_dtypes casts round to nearest even and overflow to Inf where the type has one, else NaN:
@@ -39,6 +41,7 @@ How our options map onto each library, and the differences found (documented, no
   * gfloat's has_subnormals=False reads the field-0 codes as normal numbers, ours flush them to
     zero: formats without subnormals are not compared with gfloat.
 """
+import argparse
 import ctypes
 import sys
 from collections import Counter
@@ -95,6 +98,9 @@ class Tally:
 
     def finish(self):
         print(f"{self.name}: {self.checked} checked, {self.mismatches} mismatches")
+        if self.checked == 0:
+            print(f"FAIL: {self.name} compared nothing")
+            return False
         if self.mismatches:
             path = self.name.replace(":", "_") + ".mismatches.txt"
             with open(path, "w") as out:
@@ -332,7 +338,13 @@ def gfloat_decode(lowbit):
 
 def main():
     global np, ml_dtypes
-    library, case = sys.argv[1], sys.argv[2]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("library")
+    parser.add_argument("case")
+    parser.add_argument("--require-oracles", action="store_true",
+                        help="fail instead of skipping when numpy, ml_dtypes or gfloat is missing")
+    args = parser.parse_args()
+    library, case = args.library, args.case
     try:
         import numpy as np
         if case.startswith("ml_dtypes:"):
@@ -340,6 +352,9 @@ def main():
         else:
             import gfloat  # noqa: F401
     except ImportError as missing:
+        if args.require_oracles:
+            print(f"FAIL: {missing}; the oracles are required here (LOWBIT_REQUIRE_ORACLES, on under CI=true)")
+            return 1
         print(f"skipped: {missing}")
         return SKIPPED
     lowbit = Lowbit(library)
