@@ -4,13 +4,19 @@
 // Needs no GPU.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
 #include "emulation/mma/instruction.hpp"
 #include "kernels/mma_probe.hpp"
 
 using namespace lowbit;
 
 TEST_CASE("every probe agrees with the emulator's atom for its instruction", "[probes][registry]") {
-  int modeled = 0;
+  std::size_t modeled = 0;
   for (const auto& probe : kernels::mma_probes()) {
     const auto& s = probe.spec;
     INFO(s.instruction);
@@ -39,5 +45,23 @@ TEST_CASE("every probe agrees with the emulator's atom for its instruction", "[p
       CHECK(at.b_fragment == probe.b_fragment);
     }
   }
-  CHECK(modeled >= 28);
+  // Every probed instruction is modeled (verify-gpu checks each one's tiles against its model).
+  CHECK(modeled == kernels::mma_probes().size());
+}
+
+TEST_CASE("the probes are the instructions of the last complete recorded GPU run", "[probes][registry]") {
+  // results/gpu/verify-gpu/ctest-small.json: `lowbit verify-gpu` over every probe on an H100
+  // ("complete": true). A probe added or removed since needs a new recorded run.
+  const auto path = std::filesystem::path(LOWBIT_SOURCE_DIR) / "results/gpu/verify-gpu/ctest-small.json";
+  std::ifstream in(path);
+  REQUIRE(in);
+  const auto run = nlohmann::json::parse(in);
+  REQUIRE(run.at("complete").get<bool>());
+  std::set<std::string> recorded, probed;
+  for (const auto& row : run.at("instructions")) recorded.insert(row.at("instruction").get<std::string>());
+  for (const auto& probe : kernels::mma_probes()) probed.emplace(probe.spec.instruction);
+  INFO(path.string());
+  CHECK(probed.size() == kernels::mma_probes().size());  // no instruction probed twice
+  CHECK(probed == recorded);
+  CHECK(recorded.size() == run.at("instructions").size());
 }
