@@ -4,7 +4,8 @@
 usage: plots/plot_granularity.py [RESULTS_DIR] [--out FILE.png]
 
 Reads RESULTS_DIR/granularity.csv (one row per table, method and head, written by
-exp_granularity; default results/granularity) and draws, per table, each method's cosine
+exp_granularity; default build/results/granularity, where exp_granularity writes by default;
+the committed record is results/granularity) and draws, per table, each method's cosine
 similarity, relative L1 and RMSE: one dot per head, a bar for the mean. The figure's footer
 carries the provenance line of the CSV (git SHA, date, host).
 """
@@ -46,7 +47,7 @@ def read(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="?", default="results/granularity")
+    parser.add_argument("results", nargs="?", default="build/results/granularity")
     parser.add_argument("--out", help="PNG to write (default RESULTS/granularity.png)")
     args = parser.parse_args()
     path = os.path.join(args.results, "granularity.csv")

@@ -3,7 +3,8 @@
 // generic `encode`, element by element) and, when the CUDA headers are present, CUDA's host
 // conversions, all on the same inputs in one run. Every path must produce the reference's codes.
 // Prints a table and writes it to OUT_DIR/bench_convert.md and .csv, each with a provenance line
-// (default results/: `build/experiments/bench_convert` from the repository root remakes the record).
+// (default build/results/; `build/experiments/bench_convert --out-dir results` from the repository
+// root remakes the committed record).
 #include <time.h>
 
 #include <algorithm>
@@ -150,13 +151,14 @@ int main(int argc, char** argv) {
       "scalar reference and CUDA's host conversions, on the same inputs, and checks they give the same codes."};
   int log2_count = 26, repetitions = 5;
   std::uint64_t seed = 1;
-  std::string out_dir = "results";
+  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR;
   app.add_option("--log2-count", log2_count, "number of inputs: 2^N")->capture_default_str()->check(CLI::Range(10, 30));
   app.add_option("--repetitions", repetitions, "timed runs per path (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 101));
   app.add_option("--seed", seed, "seed of the input generator")->capture_default_str();
-  app.add_option("--out-dir", out_dir, "where bench_convert.md and bench_convert.csv go (created if missing)")
+  app.add_option("--out-dir", out_dir,
+                 "where bench_convert.md and bench_convert.csv go (created if missing; the committed record: results)")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

@@ -4,12 +4,13 @@
 // output the reference computes; the program exits 1 if they do not.
 //
 // Rates are per CPU second of this thread (CLOCK_THREAD_CPUTIME_ID): "per core" and robust to a
-// shared machine; wall-clock rates are printed beside them. Writes results/bench_mma.csv and .md
-// with provenance.
+// shared machine; wall-clock rates are printed beside them. Writes OUT_DIR/bench_mma.csv and .md
+// with provenance (default build/results/; `--out-dir results` remakes the committed record).
 #include <time.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -134,9 +135,10 @@ std::string rate_text(double r) { return fmt::format("{:.3g}", r); }
 
 int main(int argc, char** argv) {
   CLI::App app{"bench_mma: emulated MMA throughput per core, beside the exact-rational reference"};
-  std::string out_dir = "results";
+  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR;
   double min_seconds = 2.0;
-  app.add_option("--out-dir", out_dir, "Where bench_mma.csv and bench_mma.md go");
+  app.add_option("--out-dir", out_dir, "Where bench_mma.csv and bench_mma.md go (the committed record: results)")
+      ->capture_default_str();
   app.add_option("--seconds", min_seconds, "CPU seconds per engine measurement (at least)")->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
 
@@ -195,10 +197,20 @@ int main(int argc, char** argv) {
   fmt::print("{}\n", all_agree ? "engine and reference agree on every compared output"
                                : "DISAGREEMENT between engine and reference");
 
-  std::ofstream(out_dir + "/bench_mma.csv") << csv;
-  std::ofstream(out_dir + "/bench_mma.md")
+  std::string command = argv[0];
+  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  std::error_code created;
+  std::filesystem::create_directories(out_dir, created);
+  std::ofstream csv_file(out_dir + "/bench_mma.csv"), markdown_file(out_dir + "/bench_mma.md");
+  if (created || !csv_file || !markdown_file) {
+    fmt::print(stderr, "bench_mma: --out-dir '{}': cannot write bench_mma.csv and bench_mma.md there{}{}\n", out_dir,
+               created ? ": " : "", created ? created.message() : "");
+    return 2;
+  }
+  csv_file << csv;
+  markdown_file
       << "# bench_mma: emulated MMA throughput per core\n\n"
-      << "Produced by `build/experiments/bench_mma` (experiments/bench/bench_mma.cpp). Rates are emulated\n"
+      << "Produced by `" << command << "` (experiments/bench/bench_mma.cpp). Rates are emulated\n"
       << "multiply-accumulates per CPU second of one thread; the exact-rational reference (Boost cpp_rational,\n"
       << "emulation/mma/reference.hpp) recomputes a block of the same outputs, which must be bit-equal.\n\n"
       << "`" << provenance.comment_line() << "`, compiler " << provenance.compiler << ", engine kernel " << kernel

@@ -60,7 +60,7 @@ std::uint64_t fingerprint(const QuantizedTensor& q) {
 int main(int argc, char** argv) {
   CLI::App app{"bench_quantize: per-thread INT4 quantization with smoothing, one thread"};
   int heads = 32, tokens = 32768, dim = 128, repeats = 3;
-  std::string out = "results/bench/bench_quantize.csv";
+  std::string out = LOWBIT_DEFAULT_RESULTS_DIR "/bench/bench_quantize.csv";
   bool skip_reference = false;
   // Every count is at least 1: no heads or tokens leave nothing to time, no repeats no best time.
   const CLI::Validator at_least_one(
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "timed runs of the library quantizer (best is reported)")
       ->capture_default_str()
       ->check(at_least_one);
-  app.add_option("--out", out, "CSV file")->capture_default_str();
+  app.add_option("--out", out, "CSV file (the committed record: results/bench/bench_quantize.csv)")->capture_default_str();
   app.add_flag("--skip-reference", skip_reference, "time only the library quantizer");
   CLI11_PARSE(app, argc, argv);
 

@@ -128,14 +128,14 @@ Summary summarize(const std::vector<Row>& rows, const std::string& table, const 
 
 int main(int argc, char** argv) {
   CLI::App app{"exp_granularity: SageAttention2 Table 3 (granularity) and Table 9 (smoothing) on synthetic or .npy data"};
-  std::string out_dir = "results/granularity", instruction = "mma.m16n8k64.s4", element_name;
+  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR "/granularity", instruction = "mma.m16n8k64.s4", element_name;
   std::vector<std::string> table_keys;
   for (const Table& t : kTables) table_keys.emplace_back(t.key);
   std::vector<std::string> data;
   SyntheticAttentionSpec synthetic;
   ThreadTiling tiling;
   std::uint64_t hadamard_seed = 0;
-  app.add_option("--out", out_dir, "output folder")->capture_default_str();
+  app.add_option("--out", out_dir, "output folder (the committed record: results/granularity)")->capture_default_str();
   app.add_option("--data", data, "Q, K, V .npy files ([tokens, d] or [heads, tokens, d], float32/float16)")
       ->expected(3);
   app.add_option("--seed", synthetic.seed, "synthetic data seed")->capture_default_str();

@@ -60,7 +60,8 @@ def main():
     parser.add_argument("--exp", default="build/experiments/exp_granularity", help="the exp_granularity binary")
     parser.add_argument("--lengths", default="0,1,2,4,8,16,32,64,128,256",
                         help="token noise lengths (tokens), comma-separated")
-    parser.add_argument("--out", default="results/granularity/token-noise", help="folder for sweep.csv and sweep.md")
+    parser.add_argument("--out", default="build/results/granularity/token-noise",
+                        help="folder for sweep.csv and sweep.md (the committed record: results/granularity/token-noise)")
     args = parser.parse_args(argv)
     if not os.access(args.exp, os.X_OK):
         sys.exit(f"{args.exp}: not an executable (build it: cmake --build build --target exp_granularity)")
