@@ -88,6 +88,7 @@ template <typename Oracle>
 void check_all_float32(const std::string& name, const Format& f, const ConversionOptions& options, Oracle oracle) {
   const Mismatches m = compare_all_float32(f, options, oracle);
   INFO(m.report(name));
+  fmt::print("{}: {} float32 inputs compared, {} mismatches\n", name, m.checked, m.count);
   CHECK(m.checked == (std::uint64_t{1} << 32));
   CHECK(m.count == 0);
 }
@@ -178,6 +179,8 @@ void check_every_code_decodes(const Format& f, CudaDecode cuda_decode) {
                       (ours == theirs && std::signbit(ours) == std::signbit(theirs));
     if (!same && ++mismatches <= 8) UNSCOPED_INFO(fmt::format("code {:#x}: ours {}, cuda {}", c, ours, theirs));
   }
+  fmt::print("{} decode: {} codes compared, {} mismatches\n", format_name(f), std::uint64_t(f.code_count_minus_one()) + 1,
+             mismatches);
   CHECK(mismatches == 0);
 }
 float half_bits_to_float(std::uint16_t bits) { return __half2float(std::bit_cast<__half>(bits)); }
