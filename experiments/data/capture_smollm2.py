@@ -250,6 +250,29 @@ def save(path, array, dtype):
     np.save(path, a, allow_pickle=False)
 
 
+def verify(folder):
+    """Check the files capture.json lists: SHA-256, .npy format 1.0, dtype, C order, shape."""
+    record = json.loads((folder / "capture.json").read_text())
+    problems, bad_files = [], set()
+    for name, want in record["files"].items():
+        path = folder / name
+        data = path.read_bytes()
+        if hashlib.sha256(data).hexdigest() != want["sha256"]:
+            problems.append(f"{path}: SHA-256 differs from capture.json")
+            bad_files.add(name)
+        if data[:8] != b"\x93NUMPY\x01\x00":
+            problems.append(f"{path}: not .npy format 1.0")
+            bad_files.add(name)
+        a = np.load(path, mmap_mode="r")
+        if a.dtype.str != want["dtype"] or list(a.shape) != want["shape"] or not a.flags["C_CONTIGUOUS"]:
+            problems.append(f"{path}: {a.dtype.str} {list(a.shape)}, capture.json says {want['dtype']} {want['shape']}")
+            bad_files.add(name)
+    for p in problems:
+        print(p, file=sys.stderr)
+    print(f"{folder}: {len(record['files']) - len(bad_files)} of {len(record['files'])} files as capture.json says")
+    return not problems
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -263,7 +286,11 @@ def main():
                     help="hf: the original checkpoint's order, rope pairs (i, i+32); gguf: llama.cpp's, rope pairs (2i, 2i+1)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     ap.add_argument("--no-check", action="store_true", help="skip the forward-pass checks (chat continuation, perplexity, rope)")
+    ap.add_argument("--verify", action="store_true",
+                    help="only check the files in --out against their capture.json (needs numpy alone)")
     args = ap.parse_args()
+    if args.verify:
+        sys.exit(0 if verify(args.out) else 1)
 
     path = args.gguf or gguf_path_from_package()
     if not path.is_file():
