@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "numerics/channel_stats.hpp"
+#include "numerics/nonfinite.hpp"
 #include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
@@ -42,8 +43,12 @@ std::vector<MatrixF> read_heads(const fs::path& path) {
   const std::size_t heads = shape[0], tokens = shape[1], dim = shape[2];
   if (heads * tokens * dim == 0) throw std::runtime_error(path.string() + ": empty array");
   std::vector<MatrixF> out;
-  for (std::size_t h = 0; h < heads; ++h)
-    out.push_back(MatrixView<float>(a.data.data() + h * tokens * dim, Eigen::Index(tokens), Eigen::Index(dim)));
+  for (std::size_t h = 0; h < heads; ++h) {
+    const std::span<const float> head(a.data.data() + h * tokens * dim, tokens * dim);
+    if (const NonFiniteReport bad = scan_nonfinite(head); bad.any())
+      throw std::runtime_error(bad.describe(path.string() + " head " + std::to_string(h), dim));
+    out.push_back(MatrixView<float>(head.data(), Eigen::Index(tokens), Eigen::Index(dim)));
+  }
   return out;
 }
 
