@@ -1,5 +1,6 @@
 // The experiment programs as a user runs them: bad input is named and the exit status says so.
-// The programs' paths come from the build (LOWBIT_EXP_GRANULARITY, LOWBIT_BENCH_QUANTIZE).
+// The programs' paths come from the build (LOWBIT_EXP_GRANULARITY, LOWBIT_BENCH_QUANTIZE,
+// LOWBIT_CHANNEL_STATS).
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
@@ -49,6 +50,7 @@ void write_tensor(const std::filesystem::path& path, const MatrixF& x) {
 }
 
 const std::string kExp = LOWBIT_EXP_GRANULARITY;
+const std::string kChannelStats = LOWBIT_CHANNEL_STATS;
 
 }  // namespace
 
@@ -113,4 +115,39 @@ TEST_CASE("bench_quantize: counts below 1 and unwritable output are errors, not 
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK_THAT(r.output, Catch::Contains("bench_quantize: error: /proc/lowbit-bench.csv: cannot write"));
+}
+
+TEST_CASE("channel_stats --dir: a NaN is named with the file, head and index, missing and mismatched files too", "[cli]") {
+  const auto dir = scratch("stats");
+  const auto write_heads = [&](const std::string& name, int heads, std::uint64_t seed, bool nan) {
+    std::vector<float> values;
+    for (int h = 0; h < heads; ++h) {
+      const MatrixF x = test::normal_tensor(128, 16, seed + std::uint64_t(h));
+      values.insert(values.end(), x.data(), x.data() + x.size());
+    }
+    if (nan) values[1 * 128 * 16 + 7 * 16 + 3] = std::numeric_limits<float>::quiet_NaN();  // head 1, token 7, channel 3
+    write_npy((dir / name).string(), {1, std::size_t(heads), 128, 16}, values);
+  };
+  write_heads("layer03_q.npy", 4, 1, false);
+  write_heads("layer03_k.npy", 2, 10, false);
+  write_heads("layer03_v.npy", 2, 20, false);
+  Run r = run(kChannelStats + " --dir " + dir.string() + " --out " + (dir / "out").string());
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(std::filesystem::exists(dir / "out" / "stats.json"));
+
+  write_heads("layer03_k.npy", 2, 10, true);
+  r = run(kChannelStats + " --dir " + dir.string() + " --out " + (dir / "out2").string());
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("channel_stats: error: " + (dir / "layer03_k.npy").string() +
+                                       " head 1: 1 non-finite value (1 NaN, 0 Inf), the first at [7, 3] (NaN)"));
+  write_heads("layer03_k.npy", 3, 10, false);  // 4 query heads over 3 key heads
+  r = run(kChannelStats + " --dir " + dir.string() + " --out " + (dir / "out3").string());
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains("layer03: 4 query heads, 3 key heads, 2 value heads"));
+  std::filesystem::remove(dir / "layer03_v.npy");
+  r = run(kChannelStats + " --dir " + dir.string() + " --out " + (dir / "out4").string());
+  CHECK(r.status == 1);
+  CHECK_THAT(r.output, Catch::Contains((dir / "layer03_v.npy").string() + ": cannot open"));
+  std::filesystem::remove_all(dir);
 }
