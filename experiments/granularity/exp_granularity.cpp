@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "emulation/quant/qk_attention.hpp"
+#include "emulation/attention/qk_attention.hpp"
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
 #include "numerics/provenance.hpp"
@@ -21,6 +21,7 @@
 
 using namespace lowbit;
 using namespace lowbit::quant;
+using namespace lowbit::attention;
 
 namespace {
 
