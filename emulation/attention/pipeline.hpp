@@ -234,6 +234,9 @@ struct ForwardResult {
                                     // the softmax sees (K smoothed: q.(k_j - kbar) / sqrt(d))
   std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
   std::vector<Code> output_codes;   // the same rounded to output_format
+  // Multiply-accumulates emulated: QK^T over the padded head dimension and P V, per query row and
+  // key of every KV block run (skipped blocks and padded query rows not counted).
+  std::uint64_t macs = 0;
 
   Tensor4 rounded_output() const;  // output_codes' values
 };

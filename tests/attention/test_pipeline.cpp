@@ -195,6 +195,9 @@ TEST_CASE("sage2-8b stages hold what the contract says: K mean, INT8 codes, P at
                 v = random_tensor(1, 1, n, d, 43, 2.0);
   const Pipeline p = preset("sage2-8b", d);
   const ForwardResult r = forward(p, q, k, v);
+  // MACs: 300 query rows x 3 KV blocks of 128 keys x (64 for Q K^T + 64 for P V).
+  CHECK(r.macs == 300u * 384u * 128u);
+  CHECK(forward(p, q, k, v, {.causal = true}).macs == (128u * 128u + 128u * 256u + 44u * 384u) * 128u);
   // The K mean: double sums over runs of key_mean_chunk keys, added in order, rounded once.
   const int chunk = sage2_8b_hopper(d).key_mean_chunk;
   REQUIRE(r.k[0].mean.size() == std::size_t(d));
