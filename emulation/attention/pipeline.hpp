@@ -106,7 +106,7 @@ struct PStage {
 };
 
 // An MMA instruction of the registry (mma::find_instruction); "nN" in the name stands for the n
-// the stage needs (QK: block_kv; P V: the value dimension). kFp32Fma is no tensor core: one fp32
+// the stage needs (QK: block_kv; P V: the value dimension rounded up to 8, V's columns padded). kFp32Fma is no tensor core: one fp32
 // fma per product, in index order, from C (a SIMT kernel's loop).
 inline constexpr std::string_view kFp32Fma = "fp32-fma";
 struct MatmulStage {

@@ -129,6 +129,10 @@ TEST_CASE("ragged shapes: head dims padded to the instruction's k, more queries 
   }
   Pipeline h = preset("hadamard", 128);
   differential(h, {1, 2, 1, 130, 150, 128}, true, 24);
+  // d = 100: V's 100 columns run on the wgmma n = 104 instruction.
+  const Pipeline s8 = preset("sage2-8b", 100);
+  CHECK(s8.pv_instruction(100).atom.n == 104);
+  differential(s8, {1, 1, 1, 160, 160, 100}, true, 25);
 }
 
 TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granularities and exponentials", "[attention][differential]") {
