@@ -386,8 +386,9 @@ void score_strip(Context& cx, const MatrixF& q, const MatrixF& k, const Chunk& c
   std::vector<float> key_term(static_cast<std::size_t>(keys)), query_term(static_cast<std::size_t>(qn * i));
   if (smooth) {
     for (int s = 0; s < keys; ++s) key_term[std::size_t(s)] = steps::dot(&sq.means(0, 0), &sk.residual(s, 0), dk);
-    for (int t = 0; t < qn; ++t)
-      for (int j = 0; j < i; ++j) query_term[std::size_t(t * i + j)] = steps::dot(&qg(t, 0), &sk.means(j, 0), dk);
+    if (cx.p.scores.correction == quant::ScoreCorrection::full)
+      for (int t = 0; t < qn; ++t)
+        for (int j = 0; j < i; ++j) query_term[std::size_t(t * i + j)] = steps::dot(&qg(t, 0), &sk.means(j, 0), dk);
   }
   for (int t = 0; t < qn; ++t)
     for (int s = 0; s < keys; ++s) {
@@ -472,22 +473,21 @@ MatrixF next_state(Context& cx, const MatrixF& k, const MatrixF& v, const Chunk&
   return out;
 }
 
-}  // namespace
+// The shared prologue: inputs checked, the pipeline validated for their dimensions.
+void check(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v, const MatrixF& log_alpha,
+           const MatrixF* initial_state) {
+  const MatrixD s0 = initial_state ? initial_state->cast<double>() : MatrixD();
+  if (auto why = check_linear_inputs(q.cast<double>(), k.cast<double>(), v.cast<double>(), log_alpha.cast<double>(),
+                                     initial_state ? &s0 : nullptr))
+    throw std::invalid_argument(*why);
+  if (auto why = pipeline.validate(int(q.cols()), int(v.cols())))
+    throw std::invalid_argument("pipeline " + pipeline.name + ": " + *why);
+}
 
-ForwardResult forward(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
-                      const MatrixF& log_alpha, const MatrixF* initial_state) {
-  {
-    const MatrixD s0 = initial_state ? initial_state->cast<double>() : MatrixD();
-    if (auto why = check_linear_inputs(q.cast<double>(), k.cast<double>(), v.cast<double>(), log_alpha.cast<double>(),
-                                       initial_state ? &s0 : nullptr))
-      throw std::invalid_argument(*why);
-  }
-  const int tokens = int(q.rows()), dk = int(q.cols()), dv = int(v.cols());
-  if (auto why = pipeline.validate(dk, dv)) throw std::invalid_argument("pipeline " + pipeline.name + ": " + *why);
-  Context cx(pipeline, dk, dv);
-  const int C = pipeline.shape.chunk, c = pipeline.shape.sub_chunk;
-  ForwardResult r{MatrixF(tokens, dv), MatrixF(tokens, dv), MatrixF::Zero(tokens, C),
-                  initial_state ? *initial_state : MatrixF::Zero(dk, dv)};
+// Calls body(chunk) for every chunk in order, with its log2 running sums.
+template <class Body>
+void for_each_chunk(const Pipeline& pipeline, const MatrixF& log_alpha, Body&& body) {
+  const int tokens = int(log_alpha.rows()), dk = int(log_alpha.cols()), C = pipeline.shape.chunk;
   for (int first = 0; first < tokens; first += C) {
     Chunk ch{first, std::min(C, tokens - first), MatrixF(std::min(C, tokens - first), dk)};
     for (int t = 0; t < ch.length; ++t)
@@ -495,22 +495,60 @@ ForwardResult forward(const Pipeline& pipeline, const MatrixF& q, const MatrixF&
         const float l = steps::log2_gate(log_alpha(first + t, x));
         ch.g(t, x) = t == 0 ? l : steps::gate_sum(ch.g(t - 1, x), l);
       }
+    body(ch);
+  }
+}
+
+}  // namespace
+
+IntraResult intra_chunk(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                        const MatrixF& log_alpha) {
+  check(pipeline, q, k, v, log_alpha, nullptr);
+  const int tokens = int(q.rows()), dk = int(q.cols()), dv = int(v.cols()), c = pipeline.shape.sub_chunk;
+  Context cx(pipeline, dk, dv);
+  IntraResult r{MatrixF(tokens, dv), MatrixF::Zero(tokens, pipeline.shape.chunk)};
+  for_each_chunk(pipeline, log_alpha, [&](const Chunk& ch) {
+    const int first = ch.first;
     MatrixF P = MatrixF::Zero(ch.length, ch.length);
     for (int i = 0; i * c < ch.length; ++i) {
       if (i > 0) score_strip(cx, q, k, ch, i, P);
       const int qi = i * c, qn = std::min(c, ch.length - qi);
       for (int t = qi; t < qi + qn; ++t)
-        for (int s = qi; s <= t; ++s) P(t, s) = steps::diagonal_score(&q(first + t, 0), &ch.g(t, 0), &k(first + s, 0), &ch.g(s, 0), dk);
+        for (int s = qi; s <= t; ++s)
+          P(t, s) = steps::diagonal_score(&q(first + t, 0), &ch.g(t, 0), &k(first + s, 0), &ch.g(s, 0), dk);
     }
-    const MatrixF intra = intra_output(cx, P, v.middleRows(first, ch.length));
-    const MatrixF inter = inter_output(cx, q, ch, r.state);
-    for (int t = 0; t < ch.length; ++t)
-      for (int y = 0; y < dv; ++y) r.output(first + t, y) = steps::add_outputs(inter(t, y), intra(t, y));
-    r.intra.middleRows(first, ch.length) = intra;
+    r.intra.middleRows(first, ch.length) = intra_output(cx, P, v.middleRows(first, ch.length));
     r.scores.block(first, 0, ch.length, ch.length) = P;
-    r.state = next_state(cx, k, v, ch, r.state);
-  }
+  });
   return r;
+}
+
+InterResult inter_chunk(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                        const MatrixF& log_alpha, const MatrixF* initial_state) {
+  check(pipeline, q, k, v, log_alpha, initial_state);
+  const int dk = int(q.cols()), dv = int(v.cols());
+  Context cx(pipeline, dk, dv);
+  InterResult r{MatrixF(q.rows(), dv), initial_state ? *initial_state : MatrixF::Zero(dk, dv)};
+  for_each_chunk(pipeline, log_alpha, [&](const Chunk& ch) {
+    r.inter.middleRows(ch.first, ch.length) = inter_output(cx, q, ch, r.state);
+    r.state = next_state(cx, k, v, ch, r.state);
+  });
+  return r;
+}
+
+ForwardResult combine(const InterResult& inter, const IntraResult& intra) {
+  if (inter.inter.rows() != intra.intra.rows() || inter.inter.cols() != intra.intra.cols())
+    throw std::invalid_argument(fmt::format("combine: inter-chunk output {} x {}, intra-chunk {} x {}",
+                                            inter.inter.rows(), inter.inter.cols(), intra.intra.rows(), intra.intra.cols()));
+  ForwardResult r{MatrixF(intra.intra.rows(), intra.intra.cols()), intra.intra, intra.scores, inter.state};
+  for (Eigen::Index i = 0; i < r.output.size(); ++i)
+    r.output.data()[i] = steps::add_outputs(inter.inter.data()[i], intra.intra.data()[i]);
+  return r;
+}
+
+ForwardResult forward(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                      const MatrixF& log_alpha, const MatrixF* initial_state) {
+  return combine(inter_chunk(pipeline, q, k, v, log_alpha, initial_state), intra_chunk(pipeline, q, k, v, log_alpha));
 }
 
 }  // namespace lowbit::linear

@@ -34,6 +34,7 @@
 
 #include "emulation/mma/instruction.hpp"
 #include "emulation/quant/quantize.hpp"
+#include "emulation/quant/smoothing.hpp"
 #include "numerics/linear_attention.hpp"
 #include "numerics/matrix.hpp"
 
@@ -56,7 +57,10 @@ std::optional<Granularity> parse_granularity(std::string_view name);
 struct ScoreStage {
   std::string instruction = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
   Granularity granularity = Granularity::none;
-  bool smooth = false;  // Q~ and K~ minus their sub-chunk means, with both correction terms
+  bool smooth = false;  // Q~ and K~ minus their sub-chunk means, with the correction terms
+  // full: + qbar . gamma(K~_s) + Q~_t . kbar_j (exact); softmax: the row bias Q~_t . kbar_j dropped,
+  // as SageAttention2 drops it under softmax (an ablation: without softmax it does not vanish).
+  quant::ScoreCorrection correction = quant::ScoreCorrection::full;
 };
 
 struct ValueStage {
@@ -109,15 +113,32 @@ Pipeline preset(std::string_view name, const ChunkShape& shape = {});
 
 // ---- forward -------------------------------------------------------------------------------------
 
+// A kernel splits the forward pass as fla's chunk_gla does: the intra-chunk part (scores, P V)
+// needs no state; the inter-chunk part (the state before each chunk, its contribution to the
+// output) needs no scores. forward() = combine(inter_chunk(), intra_chunk()), element by element
+// o = add_outputs(inter, intra).
+struct IntraResult {
+  MatrixF intra;   // tokens x d_v: the intra-chunk output (what an intra-chunk kernel writes)
+  MatrixF scores;  // tokens x C: P as the P V stage receives it (gla_chunk_scores' layout)
+};
+struct InterResult {
+  MatrixF inter;  // tokens x d_v: (Q .* Lambda) S, S the state before each token's chunk
+  MatrixF state;  // d_k x d_v after the last chunk
+};
 struct ForwardResult {
   MatrixF output;  // tokens x d_v: inter-chunk + intra-chunk
-  MatrixF intra;   // tokens x d_v: the intra-chunk part alone (what an intra-chunk kernel writes)
-  MatrixF scores;  // tokens x C: P as the P V stage receives it (gla_chunk_scores' layout)
+  MatrixF intra;   // tokens x d_v
+  MatrixF scores;  // tokens x C
   MatrixF state;   // d_k x d_v after the last chunk
 };
 
-// One head. Throws std::invalid_argument naming the input for bad shapes or values (NaN/Inf,
-// log_alpha > 0; numerics' check_linear_inputs) and for a pipeline that does not validate.
+// One head. Each throws std::invalid_argument naming the input for bad shapes or values
+// (NaN/Inf, log_alpha > 0; numerics' check_linear_inputs) and for a pipeline that does not validate.
+IntraResult intra_chunk(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                        const MatrixF& log_alpha);
+InterResult inter_chunk(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
+                        const MatrixF& log_alpha, const MatrixF* initial_state = nullptr);
+ForwardResult combine(const InterResult& inter, const IntraResult& intra);
 ForwardResult forward(const Pipeline& pipeline, const MatrixF& q, const MatrixF& k, const MatrixF& v,
                       const MatrixF& log_alpha, const MatrixF* initial_state = nullptr);
 

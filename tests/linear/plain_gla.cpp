@@ -153,7 +153,10 @@ linear::ForwardResult plain_gla(const linear::Pipeline& p, const MatrixF& q, con
         for (int s = 0; s < keys; ++s) {
           float score = scores[std::size_t(s)];
           if (p.scores.smooth)
-            score = st::corrected_score(score, st::dot(&q_mean(0, 0), &k_res(s, 0), dk), st::dot(&qg(t, 0), &k_means(s / c, 0), dk));
+            score = st::corrected_score(score, st::dot(&q_mean(0, 0), &k_res(s, 0), dk),
+                                        p.scores.correction == quant::ScoreCorrection::full
+                                            ? st::dot(&qg(t, 0), &k_means(s / c, 0), dk)
+                                            : 0.0f);
           P(qi + t, s) = score;
         }
       }

@@ -89,6 +89,11 @@ TEST_CASE("GLA stage variants equal the plain implementation bit for bit", "[lin
     variants.push_back(p);
   }
   {
+    Pipeline p = preset("int8-smooth", {64, 16});
+    p.scores.correction = quant::ScoreCorrection::softmax;  // the row bias dropped
+    variants.push_back(p);
+  }
+  {
     Pipeline p = preset("int8", {64, 32});  // sub-chunks of 32: two warps' per-thread groups
     variants.push_back(p);
   }
@@ -103,6 +108,17 @@ TEST_CASE("GLA stage variants equal the plain implementation bit for bit", "[lin
                      << p.values.mmas_per_flush);
     check_equal(forward(p, h.q, h.k, h.v, h.log_alpha, &s0), test::plain_gla(p, h.q, h.k, h.v, h.log_alpha, &s0));
   }
+}
+
+TEST_CASE("the inter-chunk part depends on the state stage only", "[linear][split]") {
+  // exp_linear computes it once per state stage and shares it between pipelines.
+  const Head h = head(130, 64, 32, 13);
+  const InterResult a = inter_chunk(preset("int4-smooth-fp8"), h.q, h.k, h.v, h.log_alpha);
+  const InterResult b = inter_chunk(preset("bf16"), h.q, h.k, h.v, h.log_alpha);
+  CHECK(bit_mismatches(a.inter, b.inter) == 0);
+  CHECK(bit_mismatches(a.state, b.state) == 0);
+  const InterResult fp32 = inter_chunk(preset("fp32"), h.q, h.k, h.v, h.log_alpha);
+  CHECK(bit_mismatches(a.state, fp32.state) > 0);
 }
 
 TEST_CASE("emulated GLA follows the float64 reference", "[linear][accuracy]") {
