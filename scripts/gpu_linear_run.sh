@@ -5,7 +5,8 @@
 # measured times. Runs from the repository root with check_linear_gpu built beforehand in build/
 # (carried), or builds it (CMake, sm_90a) when it does not run. Everything lands in
 # $OUT/linear-gpu.tar.gz (the tool brings back few files); the tables go to stdout.
-#   STEPS="check sanitize sass bench" (default: all) selects steps.
+#   STEPS="check sanitize sass bench" (default) selects steps; STEPS=copy runs the copying task of
+#   the proposal (PyTorch on the GPU, about 8 minutes: a call of its own).
 #   DEADLINE=seconds (default 540): a step that would start later is skipped, so the archive is
 #   written before the tool's 10-minute limit.
 set -uo pipefail
@@ -63,6 +64,11 @@ if want bench; then
   log "check_linear_gpu: the four kernels side by side"
   timeout 240 "$bin" --heads 64 --tokens 8192 --check-heads 0 --reps 50 --out "$R/bench" 2>&1 | tee "$R/bench.log"
   python3 experiments/linear/int4_speed_model.py --measured "$R/bench/gpu.csv" 2>&1 | tee "$R/int4-model.md"
+  archive
+fi
+if want copy; then
+  log "copying task (experiments/linear/copy_task.py)"
+  timeout 560 python3 experiments/linear/copy_task.py --time-limit 420 --out "$R/copy" 2>&1 | tee "$R/copy.log"
   archive
 fi
 exit $status
