@@ -3,8 +3,8 @@
 
 usage: plots/plot_linear.py [RESULTS_DIR] [--out DIR]
 
-Reads RESULTS_DIR/metrics.csv (experiment,variant,dataset,head,metric,value, written by
-exp_linear; default results/linear) and RESULTS_DIR/provenance.json, and writes into --out
+Reads RESULTS_DIR/metrics.csv (experiment,variant,dataset,head,metric,value after its provenance and
+command lines, written by exp_linear; default results/linear) and writes into --out
 (default RESULTS_DIR) as PNG and SVG:
   linear_scores    1 - cosine similarity of the quantized intra-chunk scores, every preset and data set,
                    with the proposal's thresholds (99% and 85% cosine)
@@ -16,7 +16,6 @@ absent from the CSV are left out.
 """
 import argparse
 import csv
-import json
 import os
 import sys
 from collections import OrderedDict, defaultdict
@@ -30,31 +29,26 @@ COLUMNS = ["experiment", "variant", "dataset", "head", "metric", "value"]
 
 
 def read(results):
+    """The rows of metrics.csv, and its provenance and command lines (the '#' lines at its head)."""
     path = os.path.join(results, "metrics.csv")
     if not os.path.exists(path):
         sys.exit(f"{path}: not found (run exp_linear --out {results} first)")
     with open(path, newline="") as f:
-        reader = csv.DictReader(f)
-        if reader.fieldnames != COLUMNS:
-            sys.exit(f"{path}: columns {reader.fieldnames}, expected {COLUMNS}")
-        rows = []
-        for r in reader:
-            try:
-                r["value"] = float(r["value"])
-            except ValueError:
-                sys.exit(f"{path}: line {reader.line_num}: value {r['value']!r} is not a number")
-            rows.append(r)
+        lines = f.read().splitlines()
+    head = [line[1:].strip() for line in lines if line.startswith("#")]
+    reader = csv.DictReader(line for line in lines if not line.startswith("#"))
+    if reader.fieldnames != COLUMNS:
+        sys.exit(f"{path}: columns {reader.fieldnames}, expected {COLUMNS}")
+    rows = []
+    for r in reader:
+        try:
+            r["value"] = float(r["value"])
+        except ValueError:
+            sys.exit(f"{path}: value {r['value']!r} of {r['variant']} / {r['metric']} is not a number")
+        rows.append(r)
     if not rows:
         sys.exit(f"{path}: no data rows")
-    footer = ""
-    prov_path = os.path.join(results, "provenance.json")
-    if os.path.exists(prov_path):
-        with open(prov_path) as f:
-            p = json.load(f)
-        prov = p.get("provenance", {})
-        footer = (f"git {prov.get('git_sha', '?')}  {prov.get('date_utc', '')}  {prov.get('host', '')}  "
-                  f"{prov.get('cpu', '')}\n{p.get('command', '')}")
-    return rows, footer
+    return rows, "\n".join(head)
 
 
 def values(rows, experiment, metric):

@@ -12,24 +12,6 @@
 
 namespace lowbit::linear {
 
-std::string_view to_string(Granularity g) {
-  switch (g) {
-    case Granularity::none: return "none";
-    case Granularity::per_thread: return "per-thread";
-    case Granularity::per_block: return "per-block";
-    case Granularity::per_token: return "per-token";
-    case Granularity::per_channel: return "per-channel";
-  }
-  return "?";
-}
-
-std::optional<Granularity> parse_granularity(std::string_view name) {
-  for (Granularity g : {Granularity::none, Granularity::per_thread, Granularity::per_block, Granularity::per_token,
-                        Granularity::per_channel})
-    if (name == to_string(g)) return g;
-  return std::nullopt;
-}
-
 namespace {
 
 // "nN" in a registry name stands for the n the stage needs.
@@ -119,7 +101,11 @@ std::optional<std::string> Pipeline::validate(int dk, int dv) const {
                               : fmt::format("scores: {} operands are cast, not scaled (granularity none, not {})",
                                             format_name(a.a), to_string(g));
     if (g == Granularity::per_channel) return "scores: per-channel scales do not factor out of Q~ K~^T";
-    if (g == Granularity::per_thread) {
+    if (g != Granularity::none && g != Granularity::per_thread && g != Granularity::per_warp &&
+        g != Granularity::per_block && g != Granularity::per_token)
+      return fmt::format("scores: granularity {} is not one of none, per-thread, per-warp, per-block, per-token",
+                         to_string(g));
+    if (g == Granularity::per_thread || g == Granularity::per_warp) {
       if (!a.c_fragment) return "scores: " + a.name + " has no accumulator fragment to derive per-thread groups from";
       if (auto why = score_tiling().validate()) return "scores: per-thread tiling: " + *why;
     }
@@ -184,12 +170,11 @@ std::optional<quant::QuantSpec> Pipeline::score_spec(quant::Operand operand) con
   const Format& element = operand == quant::Operand::q ? in->atom.a : in->atom.b;
   switch (scores.granularity) {
     case Granularity::per_thread: return spec_of(element, quant::grouping::per_thread(score_tiling(), operand));
+    case Granularity::per_warp: return spec_of(element, quant::grouping::per_warp(score_tiling(), operand));
     case Granularity::per_block: return spec_of(element, quant::grouping::per_block(shape.sub_chunk));
     case Granularity::per_token: return spec_of(element, quant::grouping::per_token());
-    case Granularity::none:
-    case Granularity::per_channel: break;
+    default: return std::nullopt;
   }
-  return std::nullopt;
 }
 
 // The operand formats do not depend on n: any legal n (8) names the instruction.

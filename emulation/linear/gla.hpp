@@ -32,6 +32,7 @@
 #include <string_view>
 #include <vector>
 
+#include "emulation/attention/pipeline.hpp"
 #include "emulation/mma/instruction.hpp"
 #include "emulation/quant/quantize.hpp"
 #include "emulation/quant/smoothing.hpp"
@@ -40,19 +41,14 @@
 
 namespace lowbit::linear {
 
-// No tensor core: one fp32 fma per product, in index order, from the accumulator.
-inline constexpr std::string_view kFp32Fma = "fp32-fma";
-
-// Which values share a quantization scale.
-enum class Granularity : std::uint8_t {
-  none,        // no scale: each value cast to the element format (fp32, bf16)
-  per_thread,  // scores: what one thread holds in the score instruction's tile (SageAttention2 §3.3)
-  per_block,   // scores: one scale per sub-chunk of Q~ or K~; values.p: one scale per chunk
-  per_token,   // scores: per row of Q~, K~; values.p: per row (query) of P
-  per_channel, // values.v: one scale per channel of V over the chunk's tokens
-};
-std::string_view to_string(Granularity g);
-std::optional<Granularity> parse_granularity(std::string_view name);
+// The attention pipeline's vocabulary (emulation/attention/pipeline.hpp): kFp32Fma (no tensor
+// core: one fp32 fma per product, in index order, from the accumulator) and Granularity. The
+// stages here take: scores none (a cast), per-thread, per-warp (what one thread / warp holds in the
+// score instruction's tile), per-block (one scale per sub-chunk of Q~ or K~), per-token; values.p
+// none, per-block (one scale for the chunk's P), per-token (per row of P); values.v none,
+// per-channel (over the chunk's tokens).
+using attention::Granularity;
+using attention::kFp32Fma;
 
 struct ScoreStage {
   std::string instruction = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";

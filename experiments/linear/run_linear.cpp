@@ -35,13 +35,14 @@
 #include <nlohmann/json.hpp>
 
 #include "emulation/linear/gla.hpp"
+#include "experiments/common/results.hpp"
 #include "numerics/gates.hpp"
 #include "numerics/linear_attention.hpp"
 #include "numerics/metrics.hpp"
-#include "numerics/npy.hpp"
 #include "numerics/parallel.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
+#include "numerics/tensor_file.hpp"
 
 namespace lowbit::experiments {
 namespace {
@@ -124,21 +125,19 @@ Dataset synthetic(const Options& o, const std::string& preset_name) {
   return d;
 }
 
-// [1, heads, tokens, d] (or [heads, tokens, d]) float16/float32 .npy, one matrix per head.
-std::vector<MatrixF> npy_heads(const std::string& path) {
-  const NpyArray a = read_npy(path);
-  if (a.shape.size() < 3 || a.shape.size() > 4 || (a.shape.size() == 4 && a.shape[0] != 1))
-    throw std::runtime_error(path + ": expected shape [1, heads, tokens, d] or [heads, tokens, d]");
-  const std::size_t n = a.shape.size(), heads = a.shape[n - 3], tokens = a.shape[n - 2], dim = a.shape[n - 1];
+// One matrix per head of a [1, heads, tokens, d] (or [heads, tokens, d]) tensor file.
+std::vector<MatrixF> file_heads(const std::string& path, std::vector<std::string>& inputs) {
+  const TensorFile f = read_tensor_file(path);
+  if (f.tensor.batch != 1) throw std::runtime_error(path + ": batch " + std::to_string(f.tensor.batch) + ", expected 1");
+  inputs.push_back(path);
   std::vector<MatrixF> out;
-  for (std::size_t h = 0; h < heads; ++h)
-    out.push_back(MatrixView<float>(a.data.data() + h * tokens * dim, Eigen::Index(tokens), Eigen::Index(dim)));
+  for (int h = 0; h < f.tensor.heads; ++h) out.push_back(f.tensor.head(0, h));
   return out;
 }
 
 // The captured layers: query head h attends with key/value head h / (query heads / KV heads); each
 // query head, with its own gates, is one GLA head.
-std::optional<Dataset> captured(const Options& o) {
+std::optional<Dataset> captured(const Options& o, std::vector<std::string>& inputs) {
   namespace fs = std::filesystem;
   if (!o.real) return std::nullopt;
   if (!fs::is_directory(o.data_dir)) {
@@ -160,9 +159,9 @@ std::optional<Dataset> captured(const Options& o) {
   for (const std::string& layer : layers) {
     const std::string base = o.data_dir + "/layer" + layer + "_";
     auto data = std::make_shared<AttentionData>();
-    data->q = npy_heads(base + "q.npy");
-    data->k = npy_heads(base + "k.npy");
-    data->v = npy_heads(base + "v.npy");
+    data->q = file_heads(base + "q.npy", inputs);
+    data->k = file_heads(base + "k.npy", inputs);
+    data->v = file_heads(base + "v.npy", inputs);
     const std::size_t hq = data->q.size(), hkv = data->k.size();
     if (hkv == 0 || hq % hkv != 0 || data->v.size() != hkv)
       throw std::runtime_error(fmt::format("{}: {} query heads, {} key heads, {} value heads: query heads must be a "
@@ -281,12 +280,12 @@ std::vector<Job> plan(const Options& o, const std::vector<Dataset>& datasets) {
                {linear::Granularity::per_thread, linear::Granularity::per_block, linear::Granularity::per_token}) {
             Pipeline p = linear::preset(name, shape);
             p.scores.granularity = g;
-            v.emplace_back(fmt::format("{} scores={}", name, linear::to_string(g)), p);
+            v.emplace_back(fmt::format("{} scores={}", name, attention::to_string(g)), p);
           }
         for (linear::Granularity g : {linear::Granularity::per_token, linear::Granularity::per_block}) {
           Pipeline p = linear::preset("int4-smooth-fp8", shape);
           p.values.p = g;
-          v.emplace_back(fmt::format("int4-smooth-fp8 p={}", linear::to_string(g)), p);
+          v.emplace_back(fmt::format("int4-smooth-fp8 p={}", attention::to_string(g)), p);
         }
         for (const char* name : {"int8-smooth", "int4-smooth"}) {
           Pipeline p = linear::preset(name, shape);
@@ -471,12 +470,6 @@ class Tables {
   std::vector<std::string> datasets_;
 };
 
-std::string command_line(int argc, char** argv) {
-  std::string s;
-  for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-  return s;
-}
-
 }  // namespace
 
 int run_linear(int argc, char** argv) {
@@ -532,7 +525,8 @@ int run_linear(int argc, char** argv) {
     std::vector<Dataset> datasets;
     datasets.push_back(synthetic(o, "default"));
     datasets.push_back(synthetic(o, "smollm2"));
-    if (auto d = captured(o)) datasets.push_back(std::move(*d));
+    ResultDirectory out(o.out, RunInfo::from_args(argc, argv));
+    if (auto d = captured(o, out.run().inputs)) datasets.push_back(std::move(*d));
     for (const Dataset& d : datasets)
       for (const auto& [name, p] : linear::preset_list())
         if (auto why = linear::preset(name, {o.chunk, o.sub_chunk}).validate(int(d.cases[0].q->cols()), int(d.cases[0].v->cols())))
@@ -554,59 +548,51 @@ int run_linear(int argc, char** argv) {
     for (auto& r : results) rows.insert(rows.end(), r.begin(), r.end());
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-    namespace fs = std::filesystem;
-    fs::create_directories(o.out);
-    const Provenance prov = Provenance::current();
-    const std::string command = command_line(argc, argv);
-    {
-      std::ofstream csv(o.out + "/metrics.csv");
-      if (!csv) throw std::runtime_error("cannot write " + o.out + "/metrics.csv");
-      csv << "experiment,variant,dataset,head,metric,value\n";
-      for (const Row& r : rows)
-        csv << fmt::format("{},{},{},{},{},{:.10g}\n", r.experiment, r.variant, r.dataset, r.head, r.metric, r.value);
-    }
+    std::string csv = "experiment,variant,dataset,head,metric,value\n";
+    for (const Row& r : rows)
+      csv += fmt::format("{},{},{},{},{},{:.10g}\n", csv_field(r.experiment), csv_field(r.variant), csv_field(r.dataset),
+                         csv_field(r.head), r.metric, r.value);
+    out.csv("metrics.csv", csv);
     nlohmann::json pipelines = nlohmann::json::array();
     for (const auto& [name, summary] : linear::preset_list()) {
       const Pipeline p = linear::preset(name, {o.chunk, o.sub_chunk});
       pipelines.push_back({{"name", name},
                            {"follows", summary},
                            {"scores", {{"instruction", p.scores.instruction},
-                                       {"granularity", linear::to_string(p.scores.granularity)},
+                                       {"granularity", attention::to_string(p.scores.granularity)},
                                        {"smooth", p.scores.smooth}}},
                            {"values", {{"instruction", p.values.instruction},
-                                       {"p", linear::to_string(p.values.p)},
-                                       {"v", linear::to_string(p.values.v)},
+                                       {"p", attention::to_string(p.values.p)},
+                                       {"v", attention::to_string(p.values.v)},
                                        {"mmas_per_flush", p.values.mmas_per_flush}}},
                            {"state", {{"instruction", p.state.instruction}}}});
     }
     nlohmann::json data = nlohmann::json::array();
     for (const Dataset& d : datasets) data.push_back({{"name", d.name}, {"description", d.description}, {"heads", d.cases.size()}});
-    nlohmann::json prov_json{{"provenance", prov.to_json()},
-                             {"command", command},
-                             {"seconds", seconds},
-                             {"threads", threads},
-                             {"experiments", o.experiments},
-                             {"chunk", o.chunk},
-                             {"sub_chunk", o.sub_chunk},
-                             {"gates", o.gates.to_json()},
-                             {"temperatures", o.temperatures},
-                             {"chunks", o.chunks},
-                             {"flushes", o.flushes},
-                             {"seeds", o.seeds},
-                             {"sweep_seeds", o.sweep_seeds},
-                             {"datasets", data},
-                             {"presets", pipelines},
-                             {"reference", "float64 chunkwise GLA (numerics/linear_attention.hpp), checked against the recurrence"},
-                             {"rows", rows.size()}};
-    std::ofstream(o.out + "/provenance.json") << prov_json.dump(2) << "\n";
+    RunInfo& run = out.run();
+    run.formats = {{"presets", pipelines}};
+    run.seeds = {{"seeds", o.seeds}, {"sweep_seeds", o.sweep_seeds},
+                 {"rule", "synthetic data seed s; gates seed 1009 s + head (+ 37 layer for captured data)"}};
+    run.config = {{"seconds", seconds},
+                  {"threads", threads},
+                  {"experiments", o.experiments},
+                  {"chunk", o.chunk},
+                  {"sub_chunk", o.sub_chunk},
+                  {"gates", o.gates.to_json()},
+                  {"temperatures", o.temperatures},
+                  {"chunks", o.chunks},
+                  {"flushes", o.flushes},
+                  {"datasets", data},
+                  {"reference", "float64 chunkwise GLA (numerics/linear_attention.hpp), checked against the recurrence"},
+                  {"rows", rows.size()}};
+    out.write_provenance();
 
     const auto stats = summarize(rows);
     const Tables t(stats, datasets);
     std::vector<std::string> order;
     for (const Row& r : rows)
       if (std::find(order.begin(), order.end(), r.variant) == order.end()) order.push_back(r.variant);
-    std::string md = "# Chunkwise GLA with INT4/INT8 scores and FP8 P V: measured against float64\n\n<!-- " +
-                     prov.comment_line() + " -->\n<!-- command: " + command + " -->\n\nData:\n";
+    std::string md = "# Chunkwise GLA with INT4/INT8 scores and FP8 P V: measured against float64\n\nData:\n";
     for (const Dataset& d : datasets) md += "- " + d.name + ": " + d.description + "\n";
     md += fmt::format("- gates: log alpha = log_sigmoid(b_c + {} z) / tau, b_c ~ N({}, {}^2), tau = {} unless swept\n\n",
                       o.gates.noise_std, o.gates.bias_mean, o.gates.bias_std, o.gates.temperature);
@@ -628,7 +614,7 @@ int run_linear(int argc, char** argv) {
                    {"output_rel_l1", "output rel L1", false}});
     md += t.table("FP8 P V: MMAs per fresh FP22 accumulator (0: one accumulator for the chunk)", "flush", order,
                   {{"intra_rel_l1", "intra-chunk output rel L1", true}, {"output_rel_l1", "output rel L1", false}});
-    std::ofstream(o.out + "/table.md") << md;
+    out.markdown("table.md", md);
     std::cout << md << fmt::format("exp_linear: {} rows from {} cases in {:.0f} s; wrote {}/metrics.csv, provenance.json, table.md\n",
                                    rows.size(), jobs.size(), seconds, o.out);
   } catch (const std::exception& e) {
