@@ -53,11 +53,10 @@ LOWBIT_HD inline float diagonal_score(const float* q, const float* g_t, const fl
   return acc;
 }
 
-// One scale per (Q group, K group) pair, and the accumulator times it (integer accumulators
-// below 2^24 convert exactly; floating ones are already fp32).
-LOWBIT_HD inline float score_scale(float q_scale, float k_scale) { return mul_rn(q_scale, k_scale); }
-LOWBIT_HD inline float dequantize_score(float acc, float scale) { return mul_rn(acc, scale); }
-LOWBIT_HD inline float dequantize_score(std::int32_t acc, float scale) { return mul_rn(float(acc), scale); }
+// One scale per (Q group, K group) pair, fl(s_q * s_k), and the accumulator times it (integer
+// accumulators below 2^24 convert exactly): the attention contract's steps (no softmax scale folded).
+using attention::steps::dequantize_score;
+using attention::steps::score_scale;
 
 // Smoothing's two correction terms without softmax (quant/smoothing.hpp, ScoreCorrection::full):
 // Q~ K~^T = gamma(Q~) gamma(K~)^T + qbar gamma(K~_s)^T + Q~_t kbar^T; the first term is the MMA's.
