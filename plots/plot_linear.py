@@ -3,7 +3,7 @@
 
 usage: plots/plot_linear.py [RESULTS_DIR] [--out DIR]
 
-Reads RESULTS_DIR/metrics.csv (experiment,variant,dataset,head,metric,value after its provenance and
+Reads RESULTS_DIR/metrics.csv or metrics.csv.gz (experiment,variant,dataset,head,metric,value after its provenance and
 command lines, written by exp_linear; default results/linear) and writes into --out
 (default RESULTS_DIR) as PNG and SVG:
   linear_scores    1 - cosine similarity of the quantized intra-chunk scores, every preset and data set,
@@ -16,6 +16,7 @@ absent from the CSV are left out.
 """
 import argparse
 import csv
+import gzip
 import os
 import sys
 from collections import OrderedDict, defaultdict
@@ -31,9 +32,11 @@ COLUMNS = ["experiment", "variant", "dataset", "head", "metric", "value"]
 def read(results):
     """The rows of metrics.csv, and its provenance and command lines (the '#' lines at its head)."""
     path = os.path.join(results, "metrics.csv")
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"  # the committed copy in results/linear is compressed
     if not os.path.exists(path):
         sys.exit(f"{path}: not found (run exp_linear --out {results} first)")
-    with open(path, newline="") as f:
+    with (gzip.open(path, "rt", newline="") if path.endswith(".gz") else open(path, newline="")) as f:
         lines = f.read().splitlines()
     head = [line[1:].strip() for line in lines if line.startswith("#")]
     reader = csv.DictReader(line for line in lines if not line.startswith("#"))
