@@ -163,6 +163,18 @@ TEST_CASE("per-thread groups of the score tiles follow the m16n8 accumulator fra
   CHECK(preset("int8").score_spec(quant::Operand::q)->grouping.col_multiple == 32);
 }
 
+TEST_CASE("the int8 presets' score tiling is the one the GPU kernel hard-codes", "[linear][groups]") {
+  // kernels/linear/gla_intra.cu derives its per-thread groups from this tiling in constant memory.
+  for (const char* name : {"int8-smooth", "int8-smooth-fp8"}) {
+    const quant::ThreadTiling t = preset(name, {64, 16}).score_tiling();
+    CHECK(t.atom.name == std::string(quant::atoms::mma_m16n8k32_s8.name));
+    CHECK(t.atom.accumulator == quant::atoms::mma_m16n8k32_s8.accumulator);
+    CHECK(t.warps == 1);
+    CHECK(t.block_q == 16);
+    CHECK(t.block_k == 16);
+  }
+}
+
 TEST_CASE("GLA pipelines that cannot run say why", "[linear][bad-input]") {
   const auto reason = [](Pipeline p, int dk = 64, int dv = 64) {
     auto why = p.validate(dk, dv);
