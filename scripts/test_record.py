@@ -21,7 +21,7 @@ CITED = [
     ("exhaustive_fastconv", r"^fastconv_exhaustive:", r"mismatches in|SKIPPED|recomputed"),
     ("test_fastconv_boundaries", r"^test_fastconv_boundaries:", r"combinations"),
     ("test_wide_formats", r"^test_wide_formats:", r"inputs"),
-    ("test_mma_vectors", r"^test_mma_vectors:", r"tiles"),
+    ("test_mma_vectors", r"^test_mma_vectors:", r"recorded tiles of|files, \d+ tiles"),
 ]
 
 
