@@ -18,6 +18,11 @@ not timed. Only the inputs' conversion is compared: the benchmark's inputs never
 no NaN, so the peers' overflow rules (torch and ml_dtypes differ from one another and between
 versions) do not enter.
 
+The peers install from PyPI into a venv under build/ (never committed); PyPI's Linux torch wheel
+brings the CUDA libraries along (about 5 GB), of which only the CPU conversions are used here:
+  python3 -m venv build/peer-venv && build/peer-venv/bin/pip install torch ml_dtypes numpy
+  build/experiments/bench_convert --python build/peer-venv/bin/python
+
 Usage: convert_peers.py --request REQUEST.json --response RESPONSE.json
   REQUEST  {"library": lowbit_c_api path, "rounds": R,
             "cases": [{"name", "format", "rounding", "overflow", "input": "float32"|"bfloat16",
