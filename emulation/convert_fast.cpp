@@ -1,17 +1,32 @@
 #include "emulation/convert_fast.hpp"
 
+// GCC 12 warns that AVX-512 intrinsics' deliberately undefined pass-through operand "may be used
+// uninitialized" (GCC bug 105593, fixed in 13); the warning points into the header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
+
+// The split algorithm works on GCC vector types passed between always-inline functions, never
+// across a call; GCC's note that their ABI differs without AVX is moot here.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace lowbit {
 namespace {
 
-// Everything the conversion needs to know about (format, options), as plain integers so one
+// ---- The bit-fields algorithm ----------------------------------------------------------------
+
+// Everything it needs to know about (format, options), as plain integers so one
 // loop body serves every format and the compiler can vectorize it.
-struct FastPlan {
+struct BitFieldPlan {
   std::uint32_t sign_matters;     // 0x8000'0000, or 0 when the format encodes |x| (unsigned floating)
   std::int32_t origin;            // float32 biased exponent of the format's smallest normal binade
   std::uint32_t normal_shift;     // significand bits dropped in and above that binade: 23 - m
@@ -46,7 +61,7 @@ struct FastPlan {
 // `Exotic`: the rules only formats without mantissa bits or with a NaN at the negative-zero code
 // need, compiled apart so that the common formats do not pay for them (about 20%).
 template <bool Exotic>
-[[gnu::always_inline]] inline Code encode_one(const FastPlan& p, std::uint32_t bits) {
+[[gnu::always_inline]] inline Code encode_one(const BitFieldPlan& p, std::uint32_t bits) {
   // 1. Sign and magnitude bits.
   const bool negative = (bits & p.sign_matters) != 0;
   const std::uint32_t magnitude = bits & 0x7fff'ffff;
@@ -107,65 +122,303 @@ template <bool Exotic>
   return select(magnitude > 0x7f80'0000, p.nan, finite_or_inf);
 }
 
-struct Kernels {
-  void (*code32)(const FastPlan&, const float*, Code*, std::size_t);
-  void (*code16)(const FastPlan&, const float*, std::uint16_t*, std::size_t);
-  void (*code8)(const FastPlan&, const float*, std::uint8_t*, std::size_t);
-  void (*packed4)(const FastPlan&, const float*, std::uint8_t*, std::size_t);
+// ---- The split algorithm ---------------------------------------------------------------------
+
+struct SplitPlan {
+  std::uint32_t origin_bits;    // float32 bits of the smallest normal 2^emin
+  std::uint32_t shift;          // 23 - m: significand bits below the code's mantissa
+  std::uint32_t normal_offset;  // exponent field 1 at 2^emin (1 << 23), plus half an ulp less one for nearest-even
+  std::uint32_t lsb_mask;       // 1 for nearest-even (a tie rounds up only from an odd code), 0 toward zero
+  float below_scale;            // nearest-even: 2^(emin - m + 23), whose ulp is the subnormal spacing 2^(emin - m);
+                                // toward zero: 2^(m - emin), the spacing's inverse
+  std::uint32_t below_scale_bits;
+  std::int32_t limit;           // largest finite magnitude code
+  std::int32_t overflow;        // magnitude code of a finite overflow
+  std::int32_t inf;             // magnitude code of Inf (toward zero: may differ from `overflow`)
+  std::uint32_t sign_shift;     // float32's sign bit to the code's: 32 - code bits
+  std::uint32_t sign_bit;       // the code's sign bit; 0 for unsigned formats (they encode |x|)
+  std::int32_t nan;             // the canonical NaN code
 };
 
-// Narrow outputs are written from 32-bit codes in a block that stays in L1: narrowing inside
-// the conversion loop made GCC interleave four vectors of codes and spill the plan to the stack.
+// The split algorithm on one vector of float32 bit patterns; Lanes holds the vector types of
+// one instruction set. Every ?: is a lane-wise select.
+template <class Lanes, bool Nearest>
+[[gnu::always_inline]] inline typename Lanes::U32 encode_split(const SplitPlan& p, typename Lanes::U32 bits) {
+  using U32 = typename Lanes::U32;
+  using I32 = typename Lanes::I32;
+  using F32 = typename Lanes::F32;
+  constexpr std::int32_t kInfBits = 0x7f80'0000;
+
+  // 1. Magnitude bits, rebased on the smallest normal binade (negative below it, as int32).
+  const U32 magnitude = bits & 0x7fff'ffffu;
+  const U32 above = magnitude - p.origin_bits;
+
+  // 2. From that binade up, `above` is (binades above it, 23-bit significand): the offset makes
+  //    the first field the code's exponent field and rounds the bits the shift drops
+  //    (nearest-even: half an ulp less one, plus the kept lsb). A carry out of the mantissa
+  //    moves to the next binade by itself.
+  const U32 normal = (above + p.normal_offset + ((magnitude >> p.shift) & p.lsb_mask)) >> p.shift;
+
+  // 3. Below it the code is |x| / spacing, rounded. Nearest-even: adding below_scale leaves a
+  //    float whose ulp is the spacing, rounded by the add itself, and subtracting its bits
+  //    leaves the code. Toward zero: scaling by a power of two is exact, and the conversion to
+  //    int truncates.
+  U32 subnormal;
+  if constexpr (Nearest) subnormal = U32(F32(magnitude) + p.below_scale) - p.below_scale_bits;
+  else subnormal = U32(__builtin_convertvector(F32(magnitude) * p.below_scale, I32));
+  I32 code = I32(above) < 0 ? I32(subnormal) : I32(normal);
+
+  // 4. Overflow (Inf's bits overflow too: the format's range lies inside float32's); toward
+  //    zero saturates finite values, while Inf follows the policy.
+  code = code > p.limit ? p.overflow : code;
+  if constexpr (!Nearest) code = I32(magnitude) == kInfBits ? p.inf : code;
+
+  // 5. Sign-magnitude, then every NaN to the canonical NaN.
+  code |= I32((bits >> p.sign_shift) & p.sign_bit);
+  return U32(I32(magnitude) > kInfBits ? p.nan : code);
+}
+
+// Why the split algorithm cannot serve (f, o), or nothing; `o` is valid for f and the rounding
+// is nearest-even or toward zero.
+std::optional<std::string> split_unsupported(const Format& f, const ConversionOptions& o) {
+  const int m = f.mantissa_bits, emin = f.min_exponent();
+  if (f.is_integer()) return "integer formats";
+  if (m < 1 || m > 22) return std::to_string(m) + " mantissa bits (it needs 1 to 22)";
+  if (!f.has_zero || !f.subnormals) return "formats without zero or subnormals";
+  if (f.nan == NanEncoding::negative_zero) return "the negative-zero code is NaN";
+  if (emin < -126 || max_exponent(f) > 127 || emin - m + 23 > 127) return "a range beyond float32's normal range";
+  if (o.rounding == Rounding::toward_zero && m - emin > 127)
+    return "toward zero: the inverse subnormal spacing 2^" + std::to_string(m - emin) + " is no float32";
+  return std::nullopt;
+}
+
+// The special codes the scalar rules (convert.hpp) give, checked to have the shape the split
+// algorithm assumes: overflow and Inf codes are magnitudes with the sign bit or-ed in for
+// negative values, -0 is the sign bit alone, and under nearest-even Inf is encoded as an overflow.
+std::optional<SplitPlan> make_split_plan(const Format& f, const ConversionOptions& o) {
+  if (split_unsupported(f, o)) return std::nullopt;
+  const int m = f.mantissa_bits, emin = f.min_exponent();
+  const bool nearest = o.rounding == Rounding::nearest_even;
+  SplitPlan p{};
+  p.origin_bits = std::uint32_t(127 + emin) << 23;
+  p.shift = std::uint32_t(23 - m);
+  p.normal_offset = (std::uint32_t{1} << 23) + (nearest ? (std::uint32_t{1} << (p.shift - 1)) - 1 : 0);
+  p.lsb_mask = nearest ? 1 : 0;
+  p.below_scale = float(nearest ? pow2(emin - m + 23) : pow2(m - emin));
+  p.below_scale_bits = std::bit_cast<std::uint32_t>(p.below_scale);
+  p.limit = std::int32_t(f.max_finite_magnitude());
+  p.sign_shift = std::uint32_t(32 - f.code_bits());
+  p.sign_bit = f.sign_mask();
+  const double huge = std::numeric_limits<double>::max(), inf = std::numeric_limits<double>::infinity();
+  const Code overflow = encode(f, huge, o), inf_code = encode(f, inf, o);
+  p.overflow = std::int32_t(overflow);
+  p.inf = std::int32_t(inf_code);
+  p.nan = std::int32_t(encode(f, std::numeric_limits<double>::quiet_NaN(), o));
+  const bool shaped = (overflow & f.sign_mask()) == 0 && (inf_code & f.sign_mask()) == 0 &&
+                      encode(f, -huge, o) == (overflow | f.sign_mask()) &&
+                      encode(f, -inf, o) == (inf_code | f.sign_mask()) && encode(f, -0.0, o) == f.sign_mask() &&
+                      (!nearest || inf_code == overflow);
+  if (!shaped) return std::nullopt;
+  return p;
+}
+
+// ---- Both algorithms, per instruction set ----------------------------------------------------
+
+// Everything a kernel may need for (format, options); the split part exists where it can serve.
+struct Plan {
+  BitFieldPlan bit_fields;
+  std::optional<SplitPlan> split;
+};
+
+enum class Output : std::uint8_t { code32, code16, code8, packed4 };
+template <Output O> using OutputType = std::conditional_t<O == Output::code32, Code,
+                                       std::conditional_t<O == Output::code16, std::uint16_t, std::uint8_t>>;
+// Index of the output element (byte, for packed codes) that input i starts.
+template <Output O> constexpr std::size_t output_index(std::size_t i) { return O == Output::packed4 ? i / 2 : i; }
+
+[[gnu::always_inline]] inline std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
+[[gnu::always_inline]] inline std::uint32_t bits_of(Bf16Bits x) { return std::uint32_t(x.bits) << 16; }
+
+using Kernel = void (*)(const Plan&, const void* in, std::size_t n, void* out);
+// Indexed by [input: float32, bf16][output].
+using KernelTable = std::array<std::array<Kernel, 4>, 2>;
+
+// The vocabulary of the split loops for one instruction set: its vectors of 32-bit lanes, loads
+// of float32 or bfloat16 bit patterns, and stores of four vectors of codes in each output width.
+// Codes are below 2^16 (2^8, 2^4 for the narrower outputs), so unsigned saturating packs are
+// exact narrowing.
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v3")
+struct Avx2Lanes {
+  static constexpr std::size_t count = 8;
+  typedef std::uint32_t U32 __attribute__((vector_size(32)));
+  typedef std::int32_t I32 __attribute__((vector_size(32)));
+  typedef float F32 __attribute__((vector_size(32)));
+
+  static U32 load(const float* in) {
+    U32 v;
+    std::memcpy(&v, in, sizeof v);
+    return v;
+  }
+  static U32 load(const Bf16Bits* in) {
+    return U32(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))), 16));
+  }
+  static void store(const U32 (&codes)[4], Code* out) { std::memcpy(out, codes, sizeof codes); }
+  // packus interleaves the two 128-bit halves; the permutes restore element order.
+  static __m256i words(U32 a, U32 b) {
+    return _mm256_permute4x64_epi64(_mm256_packus_epi32(__m256i(a), __m256i(b)), 0b11'01'10'00);
+  }
+  static void store(const U32 (&codes)[4], std::uint16_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), words(codes[0], codes[1]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count * 2), words(codes[2], codes[3]));
+  }
+  static __m256i bytes(const U32 (&codes)[4]) {
+    const __m256i interleaved = _mm256_packus_epi16(_mm256_packus_epi32(__m256i(codes[0]), __m256i(codes[1])),
+                                                    _mm256_packus_epi32(__m256i(codes[2]), __m256i(codes[3])));
+    return _mm256_permutevar8x32_epi32(interleaved, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+  }
+  static void store(const U32 (&codes)[4], std::uint8_t* out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes(codes));
+  }
+  // Byte pairs as 16-bit words: low | high << 4 lands in the word's low byte.
+  static void store_packed4(const U32 (&codes)[4], std::uint8_t* out) {
+    const __m256i b = bytes(codes);
+    const __m256i pairs = _mm256_and_si256(_mm256_or_si256(b, _mm256_srli_epi16(b, 4)), _mm256_set1_epi16(0xff));
+    const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0b00'00'10'00);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+  }
+};
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+struct Avx512Lanes {
+  static constexpr std::size_t count = 16;
+  typedef std::uint32_t U32 __attribute__((vector_size(64)));
+  typedef std::int32_t I32 __attribute__((vector_size(64)));
+  typedef float F32 __attribute__((vector_size(64)));
+
+  static U32 load(const float* in) {
+    U32 v;
+    std::memcpy(&v, in, sizeof v);
+    return v;
+  }
+  static U32 load(const Bf16Bits* in) {
+    return U32(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))), 16));
+  }
+  static void store(const U32 (&codes)[4], Code* out) { std::memcpy(out, codes, sizeof codes); }
+  // AVX-512 narrows by truncation in one instruction.
+  static void store(const U32 (&codes)[4], std::uint16_t* out) {
+    for (std::size_t j = 0; j < 4; ++j)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * count), _mm512_cvtepi32_epi16(__m512i(codes[j])));
+  }
+  static void store(const U32 (&codes)[4], std::uint8_t* out) {
+    for (std::size_t j = 0; j < 4; ++j)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * count), _mm512_cvtepi32_epi8(__m512i(codes[j])));
+  }
+  // Codes 2i and 2i+1 as one 64-bit lane: low | high << 4 lands in its low byte.
+  static void store_packed4(const U32 (&codes)[4], std::uint8_t* out) {
+    for (std::size_t j = 0; j < 4; ++j) {
+      const __m512i pairs = _mm512_or_si512(__m512i(codes[j]), _mm512_srli_epi64(__m512i(codes[j]), 28));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j * count / 2), _mm512_cvtepi64_epi8(pairs));
+    }
+  }
+};
+#pragma GCC pop_options
+
+// Narrow outputs of the bit fields are written from 32-bit codes in a block that stays in L1:
+// narrowing inside the conversion loop made GCC interleave four vectors of codes and spill the
+// plan to the stack.
 constexpr std::size_t kBlock = 512;  // even
 
-// The loops, compiled once per instruction set (TARGET: a GCC target attribute). There is no
-// plain x86-64 variant: without AVX2's per-lane variable shifts GCC's SSE2 code was no faster
-// than the scalar encode (14 vs 17 ns per element), which then serves such CPUs.
-#define LOWBIT_FASTCONV_KERNELS(NAME, TARGET)                                                                 \
+// The loops, compiled once per instruction set (TARGET: a GCC target attribute; LANES: its
+// vocabulary). There is no plain x86-64 variant: without AVX2's per-lane variable shifts GCC's
+// SSE2 code of the bit fields was no faster than the scalar encode (14 vs 17 ns per element),
+// which then serves such CPUs.
+#define LOWBIT_FASTCONV_KERNELS(NAME, TARGET, LANES)                                                          \
   namespace NAME {                                                                                            \
-  template <bool Exotic>                                                                                      \
-  TARGET void encode_codes(const FastPlan& shared, const float* in, Code* out, std::size_t n) {              \
-    const FastPlan p = shared; /* a local copy: stores to out cannot change it */                             \
-    for (std::size_t i = 0; i < n; ++i) out[i] = encode_one<Exotic>(p, std::bit_cast<std::uint32_t>(in[i]));  \
+  template <bool Exotic, class In>                                                                            \
+  TARGET void bit_field_codes(const BitFieldPlan& shared, const In* in, Code* out, std::size_t n) {           \
+    const BitFieldPlan p = shared; /* a local copy: stores to out cannot change it */                         \
+    for (std::size_t i = 0; i < n; ++i) out[i] = encode_one<Exotic>(p, bits_of(in[i]));                       \
   }                                                                                                           \
-  template <bool Exotic, class Out>                                                                           \
-  TARGET void encode_narrow(const FastPlan& p, const float* in, Out* out, std::size_t n) {                   \
-    Code codes[kBlock];                                                                                       \
-    for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
-      const std::size_t count = std::min(kBlock, n - start);                                                  \
-      encode_codes<Exotic>(p, in + start, codes, count);                                                      \
-      for (std::size_t i = 0; i < count; ++i) out[start + i] = Out(codes[i]);                                 \
+  template <bool Exotic, class In, Output O>                                                                  \
+  TARGET void bit_fields(const Plan& plan, const void* input, std::size_t n, void* output) {                  \
+    const In* in = static_cast<const In*>(input);                                                             \
+    auto* out = static_cast<OutputType<O>*>(output);                                                          \
+    if constexpr (O == Output::code32) {                                                                      \
+      bit_field_codes<Exotic>(plan.bit_fields, in, out, n);                                                   \
+    } else {                                                                                                  \
+      Code codes[kBlock];                                                                                     \
+      for (std::size_t start = 0; start < n; start += kBlock) {                                               \
+        const std::size_t count = std::min(kBlock, n - start);                                                \
+        bit_field_codes<Exotic>(plan.bit_fields, in + start, codes, count);                                   \
+        if constexpr (O == Output::packed4) {                                                                 \
+          if (count % 2) codes[count] = 0;                                                                    \
+          for (std::size_t j = 0; j < (count + 1) / 2; ++j)                                                   \
+            out[start / 2 + j] = std::uint8_t(codes[2 * j] | (codes[2 * j + 1] << 4));                        \
+        } else {                                                                                              \
+          for (std::size_t i = 0; i < count; ++i) out[start + i] = OutputType<O>(codes[i]);                   \
+        }                                                                                                     \
+      }                                                                                                       \
     }                                                                                                         \
   }                                                                                                           \
-  template <bool Exotic>                                                                                      \
-  TARGET void encode_packed4(const FastPlan& p, const float* in, std::uint8_t* out, std::size_t n) {         \
-    Code codes[kBlock];                                                                                       \
-    for (std::size_t start = 0; start < n; start += kBlock) {                                                 \
-      const std::size_t count = std::min(kBlock, n - start);                                                  \
-      encode_codes<Exotic>(p, in + start, codes, count);                                                      \
-      if (count % 2) codes[count] = 0;                                                                        \
-      for (std::size_t j = 0; j < (count + 1) / 2; ++j)                                                       \
-        out[start / 2 + j] = std::uint8_t(codes[2 * j] | (codes[2 * j + 1] << 4));                            \
-    }                                                                                                         \
+  /* Four vectors of inputs to codes in the output's width. */                                                \
+  template <bool Nearest, class In, Output O>                                                                 \
+  [[gnu::always_inline]] TARGET inline void split_step(const SplitPlan& p, const In* in, OutputType<O>* out) { \
+    typename LANES::U32 codes[4];                                                                             \
+    for (std::size_t j = 0; j < 4; ++j) codes[j] = encode_split<LANES, Nearest>(p, LANES::load(in + j * LANES::count)); \
+    if constexpr (O == Output::packed4) LANES::store_packed4(codes, out);                                     \
+    else LANES::store(codes, out);                                                                            \
+  }                                                                                                           \
+  template <bool Nearest, class In, Output O>                                                                 \
+  TARGET void split(const Plan& plan, const void* input, std::size_t n, void* output) {                       \
+    const SplitPlan p = *plan.split;                                                                          \
+    const In* in = static_cast<const In*>(input);                                                             \
+    auto* out = static_cast<OutputType<O>*>(output);                                                          \
+    constexpr std::size_t step = 4 * LANES::count;                                                            \
+    std::size_t i = 0;                                                                                        \
+    for (; i + step <= n; i += step) split_step<Nearest, In, O>(p, in + i, out + output_index<O>(i));         \
+    if (i == n) return;                                                                                       \
+    /* The tail through padded copies; +0 pads, and its code 0 leaves an odd packed tail's high nibble 0. */  \
+    In tail_in[step] = {};                                                                                    \
+    OutputType<O> tail_out[step];                                                                             \
+    std::copy(in + i, in + n, tail_in);                                                                       \
+    split_step<Nearest, In, O>(p, tail_in, tail_out);                                                         \
+    const std::size_t tail_outputs = O == Output::packed4 ? (n - i + 1) / 2 : n - i;                          \
+    std::copy_n(tail_out, tail_outputs, out + output_index<O>(i));                                            \
   }                                                                                                           \
   template <bool Exotic>                                                                                      \
-  constexpr Kernels kernels{encode_codes<Exotic>, encode_narrow<Exotic, std::uint16_t>,                       \
-                            encode_narrow<Exotic, std::uint8_t>, encode_packed4<Exotic>};                     \
+  constexpr KernelTable bit_field_kernels{                                                                    \
+      {{bit_fields<Exotic, float, Output::code32>, bit_fields<Exotic, float, Output::code16>,                 \
+        bit_fields<Exotic, float, Output::code8>, bit_fields<Exotic, float, Output::packed4>},                \
+       {bit_fields<Exotic, Bf16Bits, Output::code32>, bit_fields<Exotic, Bf16Bits, Output::code16>,           \
+        bit_fields<Exotic, Bf16Bits, Output::code8>, bit_fields<Exotic, Bf16Bits, Output::packed4>}}};        \
+  template <bool Nearest>                                                                                     \
+  constexpr KernelTable split_kernels{                                                                        \
+      {{split<Nearest, float, Output::code32>, split<Nearest, float, Output::code16>,                         \
+        split<Nearest, float, Output::code8>, split<Nearest, float, Output::packed4>},                        \
+       {split<Nearest, Bf16Bits, Output::code32>, split<Nearest, Bf16Bits, Output::code16>,                   \
+        split<Nearest, Bf16Bits, Output::code8>, split<Nearest, Bf16Bits, Output::packed4>}}};                \
+  /* Indexed by KernelFamily. */                                                                              \
+  constexpr std::array<KernelTable, 4> kernels{bit_field_kernels<false>, bit_field_kernels<true>,             \
+                                               split_kernels<true>, split_kernels<false>};                    \
   }
 
-LOWBIT_FASTCONV_KERNELS(avx2, [[gnu::target("arch=x86-64-v3")]])
-LOWBIT_FASTCONV_KERNELS(avx512, [[gnu::target("arch=x86-64-v4")]])
+
+LOWBIT_FASTCONV_KERNELS(avx2, [[gnu::target("arch=x86-64-v3")]], Avx2Lanes)
+LOWBIT_FASTCONV_KERNELS(avx512, [[gnu::target("arch=x86-64-v4")]], Avx512Lanes)
 #undef LOWBIT_FASTCONV_KERNELS
 
+enum class KernelFamily : std::uint8_t { bit_fields, bit_fields_exotic, split_nearest, split_toward_zero };
 constexpr std::array kIsas{fastconv::Isa::avx2, fastconv::Isa::avx512};
-// Indexed by [isa][plan.exotic].
-constexpr std::array kKernels{std::array{avx2::kernels<false>, avx2::kernels<true>},
-                              std::array{avx512::kernels<false>, avx512::kernels<true>}};
+constexpr std::array kAlgorithms{fastconv::Algorithm::bit_fields, fastconv::Algorithm::split};
+// Indexed by [isa][family].
+constexpr std::array kKernels{avx2::kernels, avx512::kernels};
 
-std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
-  if (fast_encode_unsupported(f, o)) return std::nullopt;
+std::optional<BitFieldPlan> make_bit_field_plan(const Format& f, const ConversionOptions& o) {
   const std::uint32_t m = std::uint32_t(f.mantissa_bits);
-  FastPlan p{};
+  BitFieldPlan p{};
   p.mantissa_bits = m;
   // An integer is a floating format whose subnormal spacing is 1 and whose "normal" binades
   // start at 2^m, where every value already overflows (or is the lowest negative one).
@@ -203,13 +456,18 @@ std::optional<FastPlan> make_plan(const Format& f, const ConversionOptions& o) {
   return p;
 }
 
+std::optional<Plan> make_plan(const Format& f, const ConversionOptions& o) {
+  if (fast_encode_unsupported(f, o)) return std::nullopt;
+  return Plan{*make_bit_field_plan(f, o), make_split_plan(f, o)};
+}
+
 // The plan for (f, o), remembered per thread: quantizers encode many short spans in a row.
-const FastPlan* cached_plan(const Format& f, const ConversionOptions& o) {
+const Plan* cached_plan(const Format& f, const ConversionOptions& o) {
   thread_local struct {
     Format format;
     Rounding rounding;
     Overflow overflow;
-    std::optional<FastPlan> plan;
+    std::optional<Plan> plan;
     bool filled = false;
   } last;
   if (!last.filled || !(last.format == f) || last.rounding != o.rounding || last.overflow != o.overflow) {
@@ -220,6 +478,11 @@ const FastPlan* cached_plan(const Format& f, const ConversionOptions& o) {
     last.filled = true;
   }
   return last.plan ? &*last.plan : nullptr;
+}
+
+fastconv::Algorithm best_algorithm(const Plan& plan) {
+  return plan.split && fastconv::default_float_environment() ? fastconv::Algorithm::split
+                                                              : fastconv::Algorithm::bit_fields;
 }
 
 // Checks shared by every entry point with an output of bits_per_code bits per code (4: packed).
@@ -236,42 +499,51 @@ void check_call(const Format& f, const ConversionOptions& o, std::size_t inputs,
                                 " outputs, got " + std::to_string(outputs));
 }
 
-template <class Out>
-void run_kernel(fastconv::Isa isa, const FastPlan& p, std::span<const float> in, std::span<Out> out, bool packed) {
-  const Kernels& k = kKernels[std::size_t(isa)][p.exotic];
-  if constexpr (sizeof(Out) == sizeof(Code)) k.code32(p, in.data(), out.data(), in.size());
-  else if constexpr (sizeof(Out) == 2) k.code16(p, in.data(), out.data(), in.size());
-  else if (packed) k.packed4(p, in.data(), out.data(), in.size());
-  else k.code8(p, in.data(), out.data(), in.size());
+template <class In, class Out>
+void run_kernel(fastconv::Variant v, const Plan& plan, std::span<const In> in, std::span<Out> out, bool packed) {
+  KernelFamily family;
+  if (v.algorithm == fastconv::Algorithm::split)
+    family = plan.bit_fields.nearest ? KernelFamily::split_nearest : KernelFamily::split_toward_zero;
+  else family = plan.bit_fields.exotic ? KernelFamily::bit_fields_exotic : KernelFamily::bit_fields;
+  const Output output = sizeof(Out) == 4 ? Output::code32 : sizeof(Out) == 2 ? Output::code16
+                                                          : packed          ? Output::packed4
+                                                                            : Output::code8;
+  const std::size_t input = std::is_same_v<In, float> ? 0 : 1;
+  kKernels[std::size_t(v.isa)][std::size_t(family)][input][std::size_t(output)](plan, in.data(), in.size(), out.data());
 }
 
+int bits_per_code(std::size_t output_bytes, bool packed) { return packed ? 4 : int(8 * output_bytes); }
+
 // The narrow encoders: fast when supported, else the scalar codes, narrowed.
-template <class Out>
-void encode_narrow(const Format& f, std::span<const float> in, std::span<Out> out, const ConversionOptions& o,
-                   std::uint64_t first_index, int bits_per_code) {
-  check_call(f, o, in.size(), out.size(), bits_per_code);
-  const bool packed = bits_per_code == 4;
-  const FastPlan* plan = cached_plan(f, o);
+template <class In, class Out>
+void encode_narrow(const Format& f, std::span<const In> in, std::span<Out> out, const ConversionOptions& o,
+                   std::uint64_t first_index, bool packed) {
+  check_call(f, o, in.size(), out.size(), bits_per_code(sizeof(Out), packed));
+  const Plan* plan = cached_plan(f, o);
   if (const auto isa = fastconv::best_available(); plan && isa) {
-    run_kernel(*isa, *plan, in, out, packed);
+    run_kernel(fastconv::Variant{*isa, best_algorithm(*plan)}, *plan, in, out, packed);
     return;
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
-    const Code c = encode(f, double(in[i]), o, first_index + i);
+    const Code c = encode(f, double(std::bit_cast<float>(bits_of(in[i]))), o, first_index + i);
     if (packed) out[i / 2] = Out(i % 2 ? out[i / 2] | (c << 4) : c);
     else out[i] = Out(c);
   }
 }
 
-template <class Out>
-void encode_with_isa(fastconv::Isa isa, const Format& f, std::span<const float> in, std::span<Out> out,
-                     const ConversionOptions& o, int bits_per_code) {
-  if (!fastconv::available(isa))
-    throw std::invalid_argument("fast encode: the " + std::string(fastconv::to_string(isa)) +
+template <class In, class Out>
+void encode_with_variant(fastconv::Variant v, const Format& f, std::span<const In> in, std::span<Out> out,
+                         const ConversionOptions& o, bool packed) {
+  if (!fastconv::available(v.isa))
+    throw std::invalid_argument("fast encode: the " + std::string(fastconv::to_string(v.isa)) +
                                 " variant needs instructions this CPU lacks");
-  check_call(f, o, in.size(), out.size(), bits_per_code);
-  if (auto why = fast_encode_unsupported(f, o)) throw std::invalid_argument("fast encode: " + *why);
-  run_kernel(isa, *make_plan(f, o), in, out, bits_per_code == 4);
+  check_call(f, o, in.size(), out.size(), bits_per_code(sizeof(Out), packed));
+  if (auto why = fastconv::algorithm_unsupported(v.algorithm, f, o))
+    throw std::invalid_argument("fast encode, " + std::string(fastconv::to_string(v.algorithm)) + ": " + *why);
+  if (v.algorithm == fastconv::Algorithm::split && !fastconv::default_float_environment())
+    throw std::invalid_argument("fast encode, split: needs the default floating-point environment (MXCSR: round to "
+                                "nearest, denormal inputs not zero)");
+  run_kernel(v, *make_plan(f, o), in, out, packed);
 }
 
 }  // namespace
@@ -286,24 +558,36 @@ std::optional<std::string> fast_encode_unsupported(const Format& f, const Conver
 
 void encode(const Format& f, std::span<const float> in, std::span<std::uint8_t> out, const ConversionOptions& o,
             std::uint64_t first_index) {
-  encode_narrow(f, in, out, o, first_index, 8);
+  encode_narrow(f, in, out, o, first_index, false);
 }
 void encode(const Format& f, std::span<const float> in, std::span<std::uint16_t> out, const ConversionOptions& o,
             std::uint64_t first_index) {
-  encode_narrow(f, in, out, o, first_index, 16);
+  encode_narrow(f, in, out, o, first_index, false);
+}
+void encode(const Format& f, std::span<const Bf16Bits> in, std::span<std::uint8_t> out, const ConversionOptions& o,
+            std::uint64_t first_index) {
+  encode_narrow(f, in, out, o, first_index, false);
+}
+void encode(const Format& f, std::span<const Bf16Bits> in, std::span<std::uint16_t> out, const ConversionOptions& o,
+            std::uint64_t first_index) {
+  encode_narrow(f, in, out, o, first_index, false);
 }
 void encode_packed4(const Format& f, std::span<const float> in, std::span<std::uint8_t> out,
                     const ConversionOptions& o, std::uint64_t first_index) {
-  encode_narrow(f, in, out, o, first_index, 4);
+  encode_narrow(f, in, out, o, first_index, true);
+}
+void encode_packed4(const Format& f, std::span<const Bf16Bits> in, std::span<std::uint8_t> out,
+                    const ConversionOptions& o, std::uint64_t first_index) {
+  encode_narrow(f, in, out, o, first_index, true);
 }
 
 namespace fastconv {
 
 bool encode_if_supported(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o) {
-  const FastPlan* plan = cached_plan(f, o);
+  const Plan* plan = cached_plan(f, o);
   const auto isa = best_available();
   if (!plan || !isa) return false;
-  run_kernel(*isa, *plan, in, out, false);
+  run_kernel(Variant{*isa, best_algorithm(*plan)}, *plan, in, out, false);
   return true;
 }
 
@@ -332,21 +616,60 @@ std::optional<Isa> best_available() {
   return best;
 }
 
-void encode_with(Isa isa, const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o) {
-  encode_with_isa(isa, f, in, out, o, 32);
+std::span<const Algorithm> all_algorithms() { return kAlgorithms; }
+
+std::string_view to_string(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::bit_fields: return "bit fields";
+    case Algorithm::split: return "split";
+  }
+  return "?";
 }
-void encode_with(Isa isa, const Format& f, std::span<const float> in, std::span<std::uint16_t> out,
-                 const ConversionOptions& o) {
-  encode_with_isa(isa, f, in, out, o, 16);
+
+std::optional<std::string> algorithm_unsupported(Algorithm algorithm, const Format& f, const ConversionOptions& o) {
+  if (auto why = fast_encode_unsupported(f, o)) return why;
+  if (algorithm == Algorithm::bit_fields) return std::nullopt;
+  if (auto why = split_unsupported(f, o)) return why;
+  if (!make_split_plan(f, o)) return format_name(f) + ": special codes of another shape";
+  return std::nullopt;
 }
-void encode_with(Isa isa, const Format& f, std::span<const float> in, std::span<std::uint8_t> out,
-                 const ConversionOptions& o) {
-  encode_with_isa(isa, f, in, out, o, 8);
+
+bool default_float_environment() {
+  constexpr unsigned kRoundingControl = 0x6000, kDenormalsAreZero = 0x0040;
+  return (_mm_getcsr() & (kRoundingControl | kDenormalsAreZero)) == 0;
 }
-void encode_packed4_with(Isa isa, const Format& f, std::span<const float> in, std::span<std::uint8_t> out,
+
+std::optional<Algorithm> algorithm_used(const Format& f, const ConversionOptions& o) {
+  const Plan* plan = cached_plan(f, o);
+  if (!plan || !best_available()) return std::nullopt;
+  return best_algorithm(*plan);
+}
+
+std::string to_string(Variant v) { return std::string(to_string(v.isa)) + " " + std::string(to_string(v.algorithm)); }
+
+template <class In, class Out>
+void encode_with(Variant v, const Format& f, std::span<const In> in, std::span<Out> out, const ConversionOptions& o) {
+  encode_with_variant(v, f, in, out, o, false);
+}
+template <class In>
+void encode_packed4_with(Variant v, const Format& f, std::span<const In> in, std::span<std::uint8_t> out,
                          const ConversionOptions& o) {
-  encode_with_isa(isa, f, in, out, o, 4);
+  encode_with_variant(v, f, in, out, o, true);
 }
+template void encode_with(Variant, const Format&, std::span<const float>, std::span<Code>, const ConversionOptions&);
+template void encode_with(Variant, const Format&, std::span<const float>, std::span<std::uint16_t>,
+                          const ConversionOptions&);
+template void encode_with(Variant, const Format&, std::span<const float>, std::span<std::uint8_t>,
+                          const ConversionOptions&);
+template void encode_with(Variant, const Format&, std::span<const Bf16Bits>, std::span<Code>, const ConversionOptions&);
+template void encode_with(Variant, const Format&, std::span<const Bf16Bits>, std::span<std::uint16_t>,
+                          const ConversionOptions&);
+template void encode_with(Variant, const Format&, std::span<const Bf16Bits>, std::span<std::uint8_t>,
+                          const ConversionOptions&);
+template void encode_packed4_with(Variant, const Format&, std::span<const float>, std::span<std::uint8_t>,
+                                  const ConversionOptions&);
+template void encode_packed4_with(Variant, const Format&, std::span<const Bf16Bits>, std::span<std::uint8_t>,
+                                  const ConversionOptions&);
 
 }  // namespace fastconv
 }  // namespace lowbit

@@ -1,25 +1,44 @@
-// bench_convert: float32 -> e4m3, e5m2, e2m1, bf16 (nearest-even, saturating) conversions per
-// second on one core, for the fast path (32-bit and narrow codes), the scalar reference (the
-// generic `encode`, element by element) and, when the CUDA headers are present, CUDA's host
-// conversions, all on the same inputs in one run. Every path must produce the reference's codes.
-// Prints a table and writes it to OUT_DIR/bench_convert.md and .csv, each with a provenance line
-// (default build/results/; `build/experiments/bench_convert --out-dir results` from the repository
-// root remakes the committed record).
+// bench_convert: conversions per second on one core, on the same inputs in one run, of
+//  * lowbit's fast path (each output width), the scalar reference (the generic `encode`, element
+//    by element) and, when the CUDA headers are present, CUDA's host conversions; every path must
+//    give the reference's codes;
+//  * what bounds the fast path: a loop that moves the same bytes without arithmetic (memory),
+//    the fast path on inputs that stay in cache (instructions), and instructions per value where
+//    the CPU's counters can be read;
+//  * the Python peers side by side (PyTorch and ml_dtypes, where importable with --python): the
+//    inputs go to files and experiments/bench/convert_peers.py times each peer in rounds that
+//    alternate with lowbit called through ctypes in the same process (that script says why), after
+//    checking the peer gives lowbit's codes. A missing peer is reported as not measured, with why.
+// Cases: float32 -> e4m3 and e5m2 (saturating and not), e2m1 (one code per byte and packed), bf16,
+// and bfloat16 -> e4m3, all nearest-even. Prints the tables and writes OUT_DIR/bench_convert.md,
+// bench_convert.csv and bench_convert_peers.csv, each with a provenance line (default
+// build/results; results/README.md has the command of the committed record).
+#include <linux/perf_event.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "emulation/convert.hpp"
 #include "emulation/convert_fast.hpp"
@@ -35,33 +54,58 @@ namespace {
 
 using namespace lowbit;
 
-constexpr const char* kFormats[]{"e4m3", "e5m2", "e2m1", "bf16"};
+struct Case {
+  std::string input;   // "float32" or "bfloat16"
+  std::string format;  // the output format's spec
+  ConversionOptions options;
+  bool bf16_input() const { return input == "bfloat16"; }
+  std::string overflow() const { return std::string(to_string(options.overflow)); }
+  std::string name() const { return input + " -> " + format + " " + overflow(); }
+};
 
-// Inputs are normal(0, max_finite/8): they spread over the format's binades and overflow with
-// probability ~1e-15 (8 sigma), so every path converts the same kind of values.
+// The issue's conversions, plus float32 -> bf16. Nearest-even throughout.
+const std::vector<Case> kCases{
+    {"float32", "e4m3", {}},
+    {"float32", "e4m3", {.overflow = Overflow::nan}},
+    {"float32", "e5m2", {}},
+    {"float32", "e5m2", {.overflow = Overflow::inf}},
+    {"float32", "e2m1", {}},
+    {"float32", "bf16", {}},
+    {"bfloat16", "e4m3", {}},
+    {"bfloat16", "e4m3", {.overflow = Overflow::nan}},
+};
+
+// Inputs are normal(0, max_finite/8) of the output format (bfloat16 inputs: those, rounded to
+// bf16): they spread over the format's binades and overflow with probability ~1e-15 (8 sigma),
+// so every path converts the same kind of values and no overflow rule is exercised.
 double input_sigma(const Format& f) { return max_finite(f) / 8; }
+
+struct Inputs {
+  std::vector<float> f32;
+  std::vector<Bf16Bits> bf16;
+  float value(std::size_t i, bool bf16_input) const {
+    return bf16_input ? std::bit_cast<float>(std::uint32_t(bf16[i].bits) << 16) : f32[i];
+  }
+};
+
+Inputs make_inputs(const Format& f, std::size_t count, std::uint64_t seed) {
+  Inputs in;
+  std::mt19937_64 generator(seed);
+  std::normal_distribution<float> normal(0.0f, float(input_sigma(f)));
+  in.f32.resize(count);
+  for (float& x : in.f32) x = normal(generator);
+  std::vector<std::uint16_t> bf16(count);
+  encode(formats::bf16, in.f32, std::span<std::uint16_t>(bf16));
+  in.bf16.resize(count);
+  for (std::size_t i = 0; i < count; ++i) in.bf16[i] = Bf16Bits{bf16[i]};
+  return in;
+}
 
 struct Timing {
   double cpu = 0, wall = 0;  // medians
 };
 
-struct Path {
-  std::string name;    // which implementation
-  std::string output;  // what it writes per element
-  std::function<void()> run;
-  std::function<Code(std::size_t)> code_at;
-  Timing median{};
-  std::size_t mismatches = 0;
-};
-
-// The narrow output of the fast path (and of CUDA) for this format: bytes, words or nibbles.
-struct Buffers {
-  std::vector<Code> reference, code32;
-  std::vector<std::uint8_t> code8, packed4, cuda8;
-  std::vector<std::uint16_t> code16, cuda16;
-};
-
-// CPU time of this thread: the machine is shared, and time spent descheduled is not the
+// CPU time of this thread: the machine may be shared, and time spent descheduled is not the
 // conversion's. Wall time is kept beside it.
 double thread_cpu_seconds() {
   timespec t{};
@@ -71,103 +115,258 @@ double thread_cpu_seconds() {
 double wall_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
-
-Timing median_seconds(const std::function<void()>& run, int repetitions) {
-  run();  // warm-up: page faults, caches, the fast path's plan
-  std::vector<double> cpu, wall;
-  for (int r = 0; r < repetitions; ++r) {
-    const double cpu_start = thread_cpu_seconds(), wall_start = wall_seconds();
-    run();
-    cpu.push_back(thread_cpu_seconds() - cpu_start);
-    wall.push_back(wall_seconds() - wall_start);
-  }
-  const auto median = [](std::vector<double>& v) {
-    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
-    return v[v.size() / 2];
-  };
-  return {median(cpu), median(wall)};
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
 }
 
-std::vector<Path> paths_for(const std::string& name, const Format& f, const std::vector<float>& in, Buffers& b) {
-  const std::size_t n = in.size();
+// Times each call in rounds (one run of every call per round, after a warm-up run of each), so
+// that noise hits every call alike; returns the medians.
+std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& calls, int rounds) {
+  for (const auto& call : calls) call();  // page faults, caches, the fast path's plan
+  std::vector<std::vector<double>> cpu(calls.size()), wall(calls.size());
+  for (int r = 0; r < rounds; ++r)
+    for (std::size_t k = 0; k < calls.size(); ++k) {
+      const double cpu_start = thread_cpu_seconds(), wall_start = wall_seconds();
+      calls[k]();
+      cpu[k].push_back(thread_cpu_seconds() - cpu_start);
+      wall[k].push_back(wall_seconds() - wall_start);
+    }
+  std::vector<Timing> medians;
+  for (std::size_t k = 0; k < calls.size(); ++k) medians.push_back({median(cpu[k]), median(wall[k])});
+  return medians;
+}
+
+// Instructions retired by this thread in user space during `run`, from the CPU's counters; or
+// why they cannot be read (virtual machines often have none; perf_event_paranoid may forbid).
+struct InstructionCount {
+  std::optional<double> count;
+  std::string why_not;
+};
+InstructionCount count_instructions(const std::function<void()>& run) {
+  perf_event_attr attr{};
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.size = sizeof attr;
+  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attr.disabled = 1;
+  attr.exclude_kernel = 1;
+  attr.exclude_hv = 1;
+  const int fd = int(syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0));
+  if (fd < 0) return {std::nullopt, std::string("perf_event_open: ") + std::strerror(errno)};
+  ioctl(fd, PERF_EVENT_IOC_RESET, 0);
+  ioctl(fd, PERF_EVENT_IOC_ENABLE, 0);
+  run();
+  ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+  long long count = 0;
+  const bool read_ok = read(fd, &count, sizeof count) == sizeof count;
+  close(fd);
+  if (!read_ok) return {std::nullopt, "reading the counter failed"};
+  return {double(count), ""};
+}
+
+// The memory bound: a loop that reads the inputs and writes as many output bytes, with no
+// arithmetic to speak of (the top bits of each input), compiled for AVX2 like the fast path.
+inline std::uint32_t top_bits(float x, int bits) { return std::bit_cast<std::uint32_t>(x) >> (32 - bits); }
+inline std::uint32_t top_bits(Bf16Bits x, int bits) { return std::uint32_t(x.bits) >> (16 - bits); }
+template <class In, class Out>
+[[gnu::target("arch=x86-64-v3")]] void move_bytes(const In* in, Out* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = Out(top_bits(in[i], 8 * sizeof(Out)));
+}
+template <class In>
+[[gnu::target("arch=x86-64-v3")]] void move_bytes_packed(const In* in, std::uint8_t* out, std::size_t n) {
+  for (std::size_t j = 0; j < n / 2; ++j) out[j] = std::uint8_t(top_bits(in[2 * j], 4) | (top_bits(in[2 * j + 1], 4) << 4));
+}
+
+// One lowbit path of a case: a name, what it writes, how to run it on all inputs (and on the
+// first `prefix` of them), and its codes afterwards.
+struct Path {
+  std::string name;
+  std::string output;  // "32-bit codes", "8-bit codes", ...
+  std::function<void(std::size_t prefix)> run;
+  std::function<Code(std::size_t)> code_at;
+  bool fast = false;
+  double bytes_per_value = 0;                       // fast paths: bytes read and written per value
+  std::function<void()> move_same_bytes = nullptr;  // fast paths: the memory probe with those bytes
+  Timing median{};
+  std::size_t mismatches = 0;
+};
+
+struct Buffers {
+  std::vector<Code> reference, code32;
+  std::vector<std::uint8_t> code8, packed4, cuda8, probe8;
+  std::vector<std::uint16_t> code16, cuda16, probe16;
+};
+
+std::vector<Path> paths_for(const Case& c, const Format& f, const Inputs& in, Buffers& b) {
+  const std::size_t n = in.f32.size();
+  const bool bf16 = c.bf16_input();
+  const ConversionOptions o = c.options;
+  const double in_bytes = bf16 ? 2 : 4;
   std::vector<Path> paths;
   b.reference.assign(n, 0);
   paths.push_back({"scalar reference", "32-bit codes",
-                   [&, f] {
-                     for (std::size_t i = 0; i < in.size(); ++i) b.reference[i] = encode(f, double(in[i]));
+                   [&, f, o, bf16](std::size_t prefix) {
+                     for (std::size_t i = 0; i < prefix; ++i) b.reference[i] = encode(f, double(in.value(i, bf16)), o);
                    },
                    [&](std::size_t i) { return b.reference[i]; }});
-  b.code32.assign(n, 0);
-  paths.push_back({"fast", "32-bit codes", [&, f] { encode(f, std::span<const float>(in), std::span<Code>(b.code32)); },
-                   [&](std::size_t i) { return b.code32[i]; }});
-  if (f.code_bits() <= 8) {
-    b.code8.assign(n, 0);
-    paths.push_back({"fast", "8-bit codes", [&, f] { encode(f, in, std::span<std::uint8_t>(b.code8)); },
-                     [&](std::size_t i) { return Code(b.code8[i]); }});
-  } else {
-    b.code16.assign(n, 0);
-    paths.push_back({"fast", "16-bit codes", [&, f] { encode(f, in, std::span<std::uint16_t>(b.code16)); },
-                     [&](std::size_t i) { return Code(b.code16[i]); }});
+  const auto fast = [&](std::string output, double out_bytes, std::function<void(std::size_t)> run,
+                        std::function<Code(std::size_t)> code_at, std::function<void()> probe) {
+    Path p{"fast", std::move(output), std::move(run), std::move(code_at)};
+    p.fast = true;
+    p.bytes_per_value = in_bytes + out_bytes;
+    p.move_same_bytes = std::move(probe);
+    paths.push_back(std::move(p));
+  };
+  if (!bf16) {
+    b.code32.assign(n, 0);
+    fast("32-bit codes", 4,
+         [&, f, o](std::size_t prefix) {
+           encode(f, std::span(in.f32.data(), prefix), std::span<Code>(b.code32.data(), prefix), o);
+         },
+         [&](std::size_t i) { return b.code32[i]; }, nullptr);
   }
+  const auto one_per_element = [&]<class Out>(std::vector<Out>& codes, std::vector<Out>& probe, std::string output) {
+    codes.assign(n, 0);
+    probe.assign(n, 0);
+    fast(
+        std::move(output), sizeof(Out),
+        [&, f, o, bf16](std::size_t prefix) {
+          if (bf16) encode(f, std::span(in.bf16.data(), prefix), std::span<Out>(codes.data(), prefix), o);
+          else encode(f, std::span(in.f32.data(), prefix), std::span<Out>(codes.data(), prefix), o);
+        },
+        [&](std::size_t i) { return Code(codes[i]); },
+        [&, bf16, n] {
+          if (bf16) move_bytes(in.bf16.data(), probe.data(), n);
+          else move_bytes(in.f32.data(), probe.data(), n);
+        });
+  };
+  if (f.code_bits() <= 8) one_per_element(b.code8, b.probe8, "8-bit codes");
+  else one_per_element(b.code16, b.probe16, "16-bit codes");
   if (f.code_bits() <= 4) {
     b.packed4.assign((n + 1) / 2, 0);
-    paths.push_back({"fast", "packed 4-bit codes", [&, f] { encode_packed4(f, in, b.packed4); },
-                     [&](std::size_t i) { return Code(b.packed4[i / 2] >> (i % 2 ? 4 : 0)) & 0xF; }});
+    fast(
+        "packed 4-bit codes", 0.5,
+        [&, f, o, bf16](std::size_t prefix) {
+          const std::span<std::uint8_t> out(b.packed4.data(), (prefix + 1) / 2);
+          if (bf16) encode_packed4(f, std::span(in.bf16.data(), prefix), out, o);
+          else encode_packed4(f, std::span(in.f32.data(), prefix), out, o);
+        },
+        [&](std::size_t i) { return Code(b.packed4[i / 2] >> (i % 2 ? 4 : 0)) & 0xF; },
+        [&, bf16, n] {
+          if (bf16) move_bytes_packed(in.bf16.data(), b.probe8.data(), n);
+          else move_bytes_packed(in.f32.data(), b.probe8.data(), n);
+        });
   }
 #if LOWBIT_HAVE_CUDA_HEADERS
-  const auto cuda8 = [&](std::string output, std::function<std::uint8_t(float)> convert) {
-    b.cuda8.assign(n, 0);
-    paths.push_back({"CUDA host", std::move(output),
-                     [&, convert] {
-                       for (std::size_t i = 0; i < in.size(); ++i) b.cuda8[i] = convert(in[i]);
+  const auto cuda = [&]<class Out>(std::vector<Out>& codes, std::function<Out(std::size_t)> convert) {
+    codes.assign(n, 0);
+    paths.push_back({"CUDA host", fmt::format("{}-bit codes", 8 * sizeof(Out)),
+                     [&, convert](std::size_t prefix) {
+                       for (std::size_t i = 0; i < prefix; ++i) codes[i] = convert(i);
                      },
-                     [&](std::size_t i) { return Code(b.cuda8[i]); }});
+                     [&](std::size_t i) { return Code(codes[i]); }});
   };
-  if (name == "e4m3") cuda8("8-bit codes", [](float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3); });
-  if (name == "e5m2") cuda8("8-bit codes", [](float x) { return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E5M2); });
-  if (name == "e2m1")
-    cuda8("8-bit codes", [](float x) { return __nv_cvt_float_to_fp4(x, __NV_E2M1, cudaRoundNearest); });
-  if (name == "bf16") {
-    // __float2bfloat16_rn does not saturate; the inputs never overflow bf16, so it must agree.
-    b.cuda16.assign(n, 0);
-    paths.push_back({"CUDA host", "16-bit codes",
-                     [&] {
-                       for (std::size_t i = 0; i < in.size(); ++i)
-                         b.cuda16[i] = std::bit_cast<std::uint16_t>(__float2bfloat16_rn(in[i]));
-                     },
-                     [&](std::size_t i) { return Code(b.cuda16[i]); }});
-  }
-#else
-  (void)name;
+  const bool saturating = o.overflow == Overflow::saturate;
+  const __nv_saturation_t saturation = saturating ? __NV_SATFINITE : __NV_NOSAT;
+  const bool fp8 = c.format == "e4m3" || c.format == "e5m2";
+  const __nv_fp8_interpretation_t fp8_kind = c.format == "e4m3" ? __NV_E4M3 : __NV_E5M2;
+  if (fp8 && !bf16)
+    cuda(b.cuda8, std::function<std::uint8_t(std::size_t)>(
+                      [&, saturation, fp8_kind](std::size_t i) { return __nv_cvt_float_to_fp8(in.f32[i], saturation, fp8_kind); }));
+  if (fp8 && bf16)
+    cuda(b.cuda8, std::function<std::uint8_t(std::size_t)>([&, saturation, fp8_kind](std::size_t i) {
+           __nv_bfloat16_raw raw;
+           raw.x = in.bf16[i].bits;
+           return __nv_cvt_bfloat16raw_to_fp8(raw, saturation, fp8_kind);
+         }));
+  if (c.format == "e2m1" && !bf16)
+    cuda(b.cuda8, std::function<std::uint8_t(std::size_t)>(
+                      [&](std::size_t i) { return __nv_cvt_float_to_fp4(in.f32[i], __NV_E2M1, cudaRoundNearest); }));
+  // __float2bfloat16_rn does not saturate; the inputs never overflow bf16, so it must agree.
+  if (c.format == "bf16" && !bf16)
+    cuda(b.cuda16, std::function<std::uint16_t(std::size_t)>(
+                       [&](std::size_t i) { return std::bit_cast<std::uint16_t>(__float2bfloat16_rn(in.f32[i])); }));
 #endif
   return paths;
+}
+
+// What serves the fast path for a case, e.g. "avx2 split".
+std::string fast_variant(const Format& f, const ConversionOptions& o) {
+  const auto isa = fastconv::best_available();
+  const auto algorithm = fastconv::algorithm_used(f, o);
+  return isa && algorithm ? fastconv::to_string(fastconv::Variant{*isa, *algorithm}) : "scalar";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string quoted = "'";
+  for (char ch : s) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return quoted + "'";
+}
+
+// The peers' side of the run: runs convert_peers.py on the cases' inputs; the response, or why
+// there is none.
+struct PeerRun {
+  nlohmann::json response;
+  std::string why_not;  // empty when the script ran
+};
+PeerRun run_peers(const std::string& python, const std::vector<nlohmann::json>& cases, int rounds,
+                  const std::filesystem::path& work_dir) {
+  const nlohmann::json request{{"library", LOWBIT_C_API_LIBRARY}, {"rounds", rounds}, {"cases", cases}};
+  const auto request_path = work_dir / "request.json", response_path = work_dir / "response.json";
+  std::ofstream(request_path) << request.dump(1);
+  const std::string command = shell_quote(python) + " " + shell_quote(LOWBIT_PEER_SCRIPT) + " --request " +
+                              shell_quote(request_path) + " --response " + shell_quote(response_path);
+  fmt::print(stderr, "bench_convert: peers: {}\n", command);
+  const int status = std::system(command.c_str());
+  if (status != 0) {
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return {{}, code == 127 ? "--python '" + python + "' was not found"
+                            : fmt::format("{} exited with status {} (its messages are above)", LOWBIT_PEER_SCRIPT, code)};
+  }
+  std::ifstream in(response_path);
+  try {
+    return {nlohmann::json::parse(in), ""};
+  } catch (const std::exception& e) {
+    return {{}, fmt::format("{}: unreadable response: {}", response_path.string(), e.what())};
+  }
+}
+
+std::string rate_text(double per_second) { return fmt::format("{:.3g}", per_second); }
+std::string csv_quoted(std::string text) {
+  for (std::size_t at = 0; (at = text.find('"', at)) != std::string::npos; at += 2) text.insert(at, 1, '"');
+  return '"' + text + '"';
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "Times float32 -> e4m3, e5m2, e2m1, bf16 conversion (nearest-even, saturating) on one core: the fast path, the "
-      "scalar reference and CUDA's host conversions, on the same inputs, and checks they give the same codes."};
-  int log2_count = 26, repetitions = 5;
+      "Times float32 -> e4m3, e5m2, e2m1, bf16 and bfloat16 -> e4m3 conversion (nearest-even) on one core: lowbit's "
+      "fast path, the scalar reference, CUDA's host conversions, and PyTorch and ml_dtypes side by side, on the same "
+      "inputs, and checks they give the same codes."};
+  int log2_count = 24, repetitions = 7;
   std::uint64_t seed = 1;
-  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR;
-  app.add_option("--log2-count", log2_count, "number of inputs: 2^N")->capture_default_str()->check(CLI::Range(10, 30));
-  app.add_option("--repetitions", repetitions, "timed runs per path (the median is reported)")
+  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR, python = "python3";
+  bool no_peers = false;
+  app.add_option("--log2-count", log2_count, "number of inputs: 2^N")->capture_default_str()->check(CLI::Range(14, 30));
+  app.add_option("--repetitions", repetitions, "timed rounds per path and per peer (the median is reported)")
       ->capture_default_str()
       ->check(CLI::Range(1, 101));
   app.add_option("--seed", seed, "seed of the input generator")->capture_default_str();
   app.add_option("--out-dir", out_dir,
-                 "where bench_convert.md and bench_convert.csv go (created if missing; the committed record: results)")
+                 "where bench_convert.md, bench_convert.csv and bench_convert_peers.csv go (created if missing; the "
+                 "committed record: results)")
       ->capture_default_str();
+  app.add_option("--python", python, "the Python with torch and/or ml_dtypes that times the peers")->capture_default_str();
+  app.add_flag("--no-peers", no_peers, "do not time the Python peers (they are reported as not measured)");
   CLI11_PARSE(app, argc, argv);
 
   // Outputs are checked before the minutes of timing. Append mode: a failed run keeps the last record.
-  const std::filesystem::path markdown_path = std::filesystem::path(out_dir) / "bench_convert.md",
-                              csv_path = std::filesystem::path(out_dir) / "bench_convert.csv";
+  const std::filesystem::path dir(out_dir), markdown_path = dir / "bench_convert.md", csv_path = dir / "bench_convert.csv",
+                                            peers_csv_path = dir / "bench_convert_peers.csv";
   std::error_code created;
-  std::filesystem::create_directories(out_dir, created);
-  for (const auto& path : {markdown_path, csv_path})
+  std::filesystem::create_directories(dir, created);
+  for (const auto& path : {markdown_path, csv_path, peers_csv_path})
     if (created || !std::ofstream(path, std::ios::app)) {
       std::fprintf(stderr, "bench_convert: --out-dir '%s': cannot write %s%s%s\n", out_dir.c_str(), path.c_str(),
                    created ? ": " : "", created ? created.message().c_str() : "");
@@ -175,74 +374,200 @@ int main(int argc, char** argv) {
     }
 
   const std::size_t count = std::size_t{1} << log2_count;
+  const std::size_t cache_slice = std::size_t{1} << 13;  // 32 KiB of float32 inputs: in L1/L2 with the outputs
   const auto isa = fastconv::best_available();
   const Provenance provenance = Provenance::current();
   experiments::RunInfo run = experiments::RunInfo::from_args(argc, argv);
   run.machine = provenance;
   run.seeds = {{"inputs", seed}};
-  run.formats = std::vector<std::string>(std::begin(kFormats), std::end(kFormats));
-  run.config = {{"log2_count", log2_count}, {"repetitions", repetitions},
+  run.config = {{"log2_count", log2_count}, {"repetitions", repetitions}, {"peers", !no_peers},
                 {"fast_path", isa ? fastconv::to_string(*isa) : "none (scalar)"}};
   const std::string& command = run.command;
-  std::vector<std::string> sigmas;
-  for (const char* name : kFormats) sigmas.push_back(fmt::format("{} {:.3g}", name, input_sigma(format_from_string(name))));
-  std::string table = fmt::format(
-      "{}\n\nCommand: `{}` (from the repository root, after building the target bench_convert).\n\n"
-      "float32 -> format, nearest-even, saturating; {} inputs per format drawn from normal(0, sigma = max_finite/8), so "
-      "they spread over\nthe format's range without overflow (sigma: {}), seed {}; one thread; median thread CPU time of "
-      "{} runs\nafter a warm-up (per CPU second, so time descheduled on a shared machine does not count; the CSV has "
-      "wall time too).\nFast path variant: {}.\n\n"
-      "| format | path | output | ns/conversion | conversions/s | vs scalar reference | same codes |\n"
-      "|---|---|---|---:|---:|---:|---|\n",
-      provenance.comment_line(), command, count, fmt::join(sigmas, ", "), seed, repetitions,
-      isa ? fastconv::to_string(*isa) : "none (scalar)");
-  std::string csv =
-      "format,path,output,inputs,repetitions,median_cpu_seconds,median_wall_seconds,conversions_per_second,"
-      "ratio_vs_scalar,mismatches\n";
-  bool all_identical = true;
-  double target_rate[2] = {0, 0};  // best fast rate for e4m3, e2m1
 
-  for (const std::string name : kFormats) {
-    const Format f = format_from_string(name);
-    std::mt19937_64 generator(seed);
-    std::normal_distribution<float> normal(0.0f, float(input_sigma(f)));
-    std::vector<float> in(count);
-    for (float& x : in) x = normal(generator);
+  std::string table = fmt::format(
+      "| input | format | overflow | path | output | ns/value | values/s | vs scalar reference | same codes |\n"
+      "|---|---|---|---|---|---:|---:|---:|---|\n");
+  std::string limits = fmt::format(
+      "| input | format | overflow | output | bytes/value | memory probe: values/s (GB/s) | fast path: values/s (GB/s) "
+      "| fast path in cache: values/s | instructions/value |\n|---|---|---|---|---:|---:|---:|---:|---:|\n");
+  std::string csv =
+      "input,format,overflow,path,output,variant,inputs,rounds,median_cpu_seconds,median_wall_seconds,"
+                    "values_per_second,ratio_vs_scalar,mismatches,bytes_per_value,memory_probe_values_per_second,"
+                    "cache_resident_values_per_second,instructions_per_value\n";
+  bool all_identical = true;
+  std::map<std::string, double> fast_rate;  // case name + output -> values/s of the fast path
+
+  // Peer inputs are written next to the request; one file per input set.
+  const std::filesystem::path work_dir =
+      std::filesystem::temp_directory_path() / fmt::format("lowbit-bench-convert-{}", getpid());
+  std::filesystem::create_directories(work_dir);
+  std::vector<nlohmann::json> peer_cases;
+
+  std::map<std::string, Inputs> inputs_of;  // by output format
+  for (const Case& c : kCases) {
+    const Format f = format_from_string(c.format);
+    if (!inputs_of.count(c.format)) inputs_of[c.format] = make_inputs(f, count, seed);
+    const Inputs& in = inputs_of[c.format];
+    const std::string variant = fast_variant(f, c.options);
 
     Buffers buffers;
-    std::vector<Path> paths = paths_for(name, f, in, buffers);
-    fmt::print(stderr, "bench_convert: {}: {} paths, {} timed runs each\n", name, paths.size(), repetitions);
-    for (Path& p : paths) {
-      p.median = median_seconds(p.run, repetitions);
-      fmt::print(stderr, "bench_convert: {} {} ({}): {:.3f} ns/conversion\n", name, p.name, p.output,
-                 1e9 * p.median.cpu / double(count));
-    }
+    std::vector<Path> paths = paths_for(c, f, in, buffers);
+    fmt::print(stderr, "bench_convert: {}: {} paths, {} rounds each\n", c.name(), paths.size(), repetitions);
+    std::vector<std::function<void()>> calls;
+    for (const Path& p : paths) calls.push_back([&p, count] { p.run(count); });
+    const std::vector<Timing> medians = time_interleaved(calls, repetitions);
+    for (std::size_t k = 0; k < paths.size(); ++k) paths[k].median = medians[k];
+
     const double scalar_seconds = paths.front().median.cpu;
     for (Path& p : paths) {
       for (std::size_t i = 0; i < count; ++i) p.mismatches += p.code_at(i) != buffers.reference[i];
       all_identical = all_identical && p.mismatches == 0;
       const double rate = double(count) / p.median.cpu;
-      if (p.name == "fast" && (name == "e4m3" || name == "e2m1"))
-        target_rate[name == "e2m1"] = std::max(target_rate[name == "e2m1"], rate);
+      const std::string path_name = p.fast ? "fast (" + variant + ")" : p.name;
       const std::string same = p.mismatches == 0 ? "yes" : fmt::format("NO: {} differ", p.mismatches);
-      table += fmt::format("| {} | {} | {} | {:.3f} | {:.3g} | {:.1f}x | {} |\n", name, p.name, p.output,
-                           1e9 * p.median.cpu / double(count), rate, scalar_seconds / p.median.cpu, same);
-      csv += fmt::format("{},{},{},{},{},{:.6f},{:.6f},{:.6g},{:.4g},{}\n", name, p.name, p.output, count,
-                         repetitions, p.median.cpu, p.median.wall, rate, scalar_seconds / p.median.cpu, p.mismatches);
-      std::fflush(stdout);
+      table += fmt::format("| {} | {} | {} | {} | {} | {:.3f} | {} | {:.1f}x | {} |\n", c.input, c.format, c.overflow(),
+                           path_name, p.output, 1e9 * p.median.cpu / double(count), rate_text(rate),
+                           scalar_seconds / p.median.cpu, same);
+      std::string probe_columns = ",,,";
+      if (p.fast && p.move_same_bytes) {
+        fast_rate[c.name() + " " + p.output] = rate;
+        // The fast path again, beside its memory probe and its run in cache, in the same rounds.
+        const std::size_t repeats = count / cache_slice;
+        const std::vector<Timing> bounds = time_interleaved(
+            {[&] { p.run(count); }, p.move_same_bytes,
+             [&] {
+               for (std::size_t r = 0; r < repeats; ++r) p.run(cache_slice);
+             }},
+            repetitions);
+        const InstructionCount instructions = count_instructions([&] { p.run(count); });
+        const double again_rate = double(count) / bounds[0].cpu, probe_rate = double(count) / bounds[1].cpu,
+                     cached_rate = double(repeats * cache_slice) / bounds[2].cpu;
+        limits += fmt::format("| {} | {} | {} | {} | {} | {} ({:.1f}) | {} ({:.1f}) | {} | {} |\n", c.input, c.format,
+                              c.overflow(), p.output, p.bytes_per_value, rate_text(probe_rate),
+                              probe_rate * p.bytes_per_value * 1e-9, rate_text(again_rate),
+                              again_rate * p.bytes_per_value * 1e-9, rate_text(cached_rate),
+                              instructions.count ? fmt::format("{:.2f}", *instructions.count / double(count))
+                                                 : "not measured (" + instructions.why_not + ")");
+        probe_columns = fmt::format("{},{:.6g},{:.6g},{}", p.bytes_per_value, probe_rate, cached_rate,
+                                    instructions.count ? fmt::format("{:.4g}", *instructions.count / double(count)) : "");
+      }
+      csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6g},{:.4g},{},{}\n", c.input, c.format, c.overflow(),
+                         p.name, p.output, p.fast ? variant : "", count, repetitions, p.median.cpu, p.median.wall, rate,
+                         scalar_seconds / p.median.cpu, p.mismatches, probe_columns);
+    }
+
+    // The peers convert into one code per byte, or two per byte; lowbit's codes for those come
+    // from the same encoders through lowbit_c_api.
+    if (c.format == "bf16") continue;
+    const std::string input_file = (work_dir / fmt::format("{}-{}.bin", c.input, c.format)).string();
+    if (!std::filesystem::exists(input_file)) {
+      std::ofstream file(input_file, std::ios::binary);
+      if (c.bf16_input()) file.write(reinterpret_cast<const char*>(in.bf16.data()), std::streamsize(2 * count));
+      else file.write(reinterpret_cast<const char*>(in.f32.data()), std::streamsize(4 * count));
+    }
+    for (const std::string output : {"8", "packed4"}) {
+      if (output == "packed4" && f.code_bits() > 4) continue;
+      peer_cases.push_back({{"name", c.name() + (output == "8" ? ", 8-bit codes" : ", packed 4-bit codes")},
+                            {"format", c.format},
+                            {"rounding", "nearest-even"},
+                            {"overflow", c.overflow()},
+                            {"input", c.input},
+                            {"output", output},
+                            {"inputs", input_file},
+                            {"count", count}});
     }
   }
-  const auto verdict = [](double rate) { return rate >= 1e9 ? "met" : "NOT met"; };
-  table += fmt::format(
-      "\nTarget >= 1e9 conversions/s per core with the fast path: e4m3 {} ({:.3g}/s), e2m1 {} ({:.3g}/s).\n"
-      "Every path gave the scalar reference's codes on every input: {}.\n",
-      verdict(target_rate[0]), target_rate[0], verdict(target_rate[1]), target_rate[1], all_identical ? "yes" : "NO");
-  std::fputs(table.c_str(), stdout);
+
+  // The peers, side by side.
+  const PeerRun peers = no_peers ? PeerRun{{}, "--no-peers was given"}
+                                 : run_peers(python, peer_cases, repetitions, work_dir);
+  std::filesystem::remove_all(work_dir);
+  std::string peer_table =
+      "| conversion | peer | peer ns/value | lowbit ns/value (same rounds) | lowbit speed / peer speed | note |\n"
+      "|---|---|---:|---:|---:|---|\n";
+  std::string peers_csv =
+      "conversion,peer,measured,rounds,peer_cpu_seconds,lowbit_cpu_seconds,speedup,peer_wall_seconds,"
+                          "lowbit_wall_seconds,reason\n";
+  std::string peer_versions = "not run: " + peers.why_not;
+  std::map<std::string, double> torch_copy_speedup;  // conversion -> lowbit / torch copy_
+  if (peers.why_not.empty()) {
+    std::vector<std::string> versions;
+    for (const auto& [name, version] : peers.response["versions"].items())
+      versions.push_back(fmt::format("{} {}", name, version.is_string() ? version.get<std::string>() : version.dump()));
+    peer_versions = fmt::format("{} (interpreter: `{}`)", fmt::join(versions, ", "), python);
+    for (const auto& r : peers.response["results"]) {
+      const std::string conversion = r["case"], peer = r["peer"];
+      if (!r["measured"].get<bool>()) {
+        const std::string reason = r["reason"];
+        peer_table += fmt::format("| {} | {} | | | | not measured: {} |\n", conversion, peer, reason);
+        peers_csv += fmt::format("{},{},no,,,,,,,{}\n", conversion, peer, csv_quoted(reason));
+        continue;
+      }
+      const double peer_seconds = r["peer_cpu_seconds"], lowbit_seconds = r["lowbit_cpu_seconds"],
+                   speedup = r["speedup"];
+      if (peer == "torch copy_") torch_copy_speedup[conversion] = speedup;
+      peer_table += fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f}x | median of {} paired rounds |\n", conversion,
+                                peer, 1e9 * peer_seconds / double(count), 1e9 * lowbit_seconds / double(count), speedup,
+                                r["rounds"].get<int>());
+      peers_csv += fmt::format("{},{},yes,{},{:.6f},{:.6f},{:.4g},{:.6f},{:.6f},\n", conversion, peer,
+                               r["rounds"].get<int>(), peer_seconds, lowbit_seconds, speedup,
+                               r["peer_wall_seconds"].get<double>(), r["lowbit_wall_seconds"].get<double>());
+    }
+  } else {
+    peer_table += fmt::format("| every conversion | torch, ml_dtypes | | | | not measured: {} |\n", peers.why_not);
+    peers_csv += fmt::format("every conversion,torch and ml_dtypes,no,,,,,,,{}\n", csv_quoted(peers.why_not));
+  }
+
+  // The targets of issue 16, stated for an AVX-512 machine.
+  std::string targets;
+  for (const nlohmann::json& pc : peer_cases) {
+    const std::string conversion = pc["name"];
+    const std::string key = conversion.substr(0, conversion.find(", ")) + " " +
+                            (pc["output"] == "8" ? "8-bit codes" : "packed 4-bit codes");
+    const double rate = fast_rate[key];
+    const auto torch = torch_copy_speedup.find(conversion);
+    targets += fmt::format("| {} | {} | {} | {} |\n", conversion, rate_text(rate), rate >= 2e9 ? "met" : "NOT met",
+                           torch == torch_copy_speedup.end()
+                               ? "no torch copy_ measured (see above)"
+                               : fmt::format("{:.2f}x: {}", torch->second, torch->second >= 1.5 ? "met" : "NOT met"));
+  }
+
+  std::vector<std::string> sigmas;
+  for (const auto& [name, unused] : inputs_of) sigmas.push_back(fmt::format("{} {:.3g}", name, input_sigma(format_from_string(name))));
+  const std::string markdown = fmt::format(
+      "{}\n\nCommand: `{}` (from the repository root, after building the target bench_convert).\n\n"
+      "CPU: {}. Compiler: {}. Fast path: {} (per case: the algorithm in the path column).\n"
+      "Peers: {}.\n\n"
+      "Nearest-even throughout; {} inputs per case drawn from normal(0, sigma = max_finite/8) of the output format (sigma: "
+      "{}), seed {}; bfloat16 inputs are those rounded to bfloat16. No input overflows or is NaN, so saturating and "
+      "non-saturating conversions give the same codes here. One thread; median thread CPU time of {} rounds after a "
+      "warm-up, the paths of a case timed in turn in every round (per CPU second, so time descheduled on a shared "
+      "machine does not count; the CSV has wall time too).\n\n"
+      "## lowbit's paths\n\n{}\n"
+      "## What bounds the fast path\n\n"
+      "Timed in the same rounds: the fast path on all inputs again; a memory probe, a loop reading the same inputs and "
+      "writing as many output bytes per value with no arithmetic, compiled for AVX2 (what no conversion moving those "
+      "bytes can beat by much); and the fast path on the first {} inputs, repeated, which stay in cache (its "
+      "instruction throughput). Instructions per value: the CPU's counter over one run of the fast path on all "
+      "inputs.\n\n{}\n"
+      "## Side by side with the Python peers\n\n"
+      "Each peer and lowbit (called through ctypes, `lowbit_c_api`) in one process on the same inputs, in rounds that "
+      "alternate lowbit, peer, peer, lowbit, ...; the ratio is the median over rounds of the peer's CPU time over "
+      "lowbit's in the same round. A peer is timed only after its codes equal lowbit's on every input. torch runs "
+      "with torch.set_num_threads(1).\n\n{}\n"
+      "## Targets (issue 16; stated for an AVX-512 machine, this run's variant: {})\n\n"
+      "| conversion | lowbit values/s | >= 2e9/s per core | lowbit speed / torch copy_ >= 1.5 |\n|---|---:|---|---|\n{}\n"
+      "Every lowbit path gave the scalar reference's codes on every input: {}.\n",
+      provenance.comment_line(), command, provenance.cpu, provenance.compiler, isa ? fastconv::to_string(*isa) : "none",
+      peer_versions, count, fmt::join(sigmas, ", "), seed, repetitions, table, cache_slice, limits, peer_table,
+      isa ? fastconv::to_string(*isa) : "none", targets, all_identical ? "yes" : "NO");
+  std::fputs(markdown.c_str(), stdout);
 
   try {
     const experiments::ResultDirectory folder(out_dir, run, "bench_convert");
     folder.csv(csv_path.filename().string(), csv);
-    folder.markdown(markdown_path.filename().string(), table);
+    folder.csv(peers_csv_path.filename().string(), peers_csv);
+    folder.text(markdown_path.filename().string(), markdown);
     folder.write_provenance();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_convert: %s\n", e.what());

@@ -1,9 +1,10 @@
-// Differential test: the fast float32 encoder (one instruction-set variant, --isa, or every one
-// this CPU has; each output width the format fits) against the scalar reference `encode`, on all
-// 2^32 float32 inputs, bit for bit. One run checks one (format, rounding, overflow); ctest runs
-// one per combination and variant. Exit 0: no mismatch; 1: mismatches (the first few are
-// printed); 2: bad arguments or reference file; 77: skipped, because the fast path does not
-// support the combination or this CPU lacks the variant asked for (or has none).
+// Differential test: the fast float32 encoder (every instruction-set variant this CPU has, or
+// those named with --isa; every algorithm that serves the combination; each output width the
+// format fits) against the scalar reference `encode`, on all 2^32 float32 inputs, bit for bit.
+// One run checks one (format, rounding, overflow); ctest runs one per combination and ISA. Exit 0:
+// no mismatch; 1: mismatches (the first few are printed); 2: bad arguments or reference file; 77:
+// skipped, because the fast path does not support the combination, this CPU has no variant of it,
+// or it lacks an ISA named with --isa.
 //
 // The scalar reference costs three quarters of a run. --write-reference FILE keeps a digest of
 // its codes per chunk of 2^16 inputs; a run of another variant given --reference FILE compares
@@ -86,31 +87,32 @@ std::vector<std::uint64_t> read_reference(const std::string& path, const std::st
 }
 
 // One implementation under test: a name and how it encodes a chunk into 32-bit codes.
-using EncodeVia = void (*)(fastconv::Isa, const Format&, std::span<const float>, std::span<Code>, const ConversionOptions&);
+using EncodeVia = void (*)(fastconv::Variant, const Format&, std::span<const float>, std::span<Code>,
+                           const ConversionOptions&);
 struct Variant {
   std::string name;
   EncodeVia encode;
-  fastconv::Isa isa;
+  fastconv::Variant variant;
   std::atomic<std::uint64_t> mismatches{0};
 };
 
-void via_code32(fastconv::Isa isa, const Format& f, std::span<const float> in, std::span<Code> out,
-                   const ConversionOptions& o) {
-  fastconv::encode_with(isa, f, in, out, o);
+void via_code32(fastconv::Variant v, const Format& f, std::span<const float> in, std::span<Code> out,
+                const ConversionOptions& o) {
+  fastconv::encode_with(v, f, in, out, o);
 }
 template <class Narrow>
-void via_narrow(fastconv::Isa isa, const Format& f, std::span<const float> in, std::span<Code> out,
-                   const ConversionOptions& o) {
+void via_narrow(fastconv::Variant v, const Format& f, std::span<const float> in, std::span<Code> out,
+                const ConversionOptions& o) {
   thread_local std::vector<Narrow> codes;
   codes.resize(in.size());
-  fastconv::encode_with(isa, f, in, std::span<Narrow>(codes), o);
+  fastconv::encode_with(v, f, in, std::span<Narrow>(codes), o);
   std::copy(codes.begin(), codes.end(), out.begin());
 }
-void via_packed4(fastconv::Isa isa, const Format& f, std::span<const float> in, std::span<Code> out,
-                    const ConversionOptions& o) {
+void via_packed4(fastconv::Variant v, const Format& f, std::span<const float> in, std::span<Code> out,
+                 const ConversionOptions& o) {
   thread_local std::vector<std::uint8_t> packed;
   packed.resize((in.size() + 1) / 2);
-  fastconv::encode_packed4_with(isa, f, in, packed, o);
+  fastconv::encode_packed4_with(v, f, in, std::span<std::uint8_t>(packed), o);
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = (packed[i / 2] >> (i % 2 ? 4 : 0)) & 0xF;
 }
 
@@ -119,21 +121,22 @@ void via_packed4(fastconv::Isa isa, const Format& f, std::span<const float> in, 
 int main(int argc, char** argv) {
   CLI::App app{"Compares the fast float32 encoder with the scalar encode on all 2^32 float32 inputs"};
   std::string format_spec, rounding_name = "nearest-even", overflow_name = "saturate";
-  std::string isa_name, write_reference, reference;
+  std::string write_reference, reference;
   unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::vector<std::string> isa_names;
-  for (const fastconv::Isa isa : fastconv::all_isas()) isa_names.emplace_back(fastconv::to_string(isa));
   app.add_option("--format", format_spec, "format spec (see `lowbit formats`)")->required();
   app.add_option("--rounding", rounding_name, "rounding mode")->capture_default_str();
   app.add_option("--overflow", overflow_name, "overflow policy")->capture_default_str();
-  app.add_option("--isa", isa_name, "the instruction-set variant to check (default: every one this CPU has); "
-                                    "exit 77 when the CPU lacks it")
-      ->check(CLI::IsMember(isa_names));
   auto* writing = app.add_option("--write-reference", write_reference,
                                  "also write the digests of the scalar reference's codes to this file");
   app.add_option("--reference", reference, "take the scalar reference's digests from this file (--write-reference)")
       ->excludes(writing);
   app.add_option("--threads", threads, "worker threads")->capture_default_str()->check(CLI::Range(1u, 256u));
+  std::vector<std::string> known_isas;
+  for (const fastconv::Isa isa : fastconv::all_isas()) known_isas.emplace_back(fastconv::to_string(isa));
+  app.add_option("--isa", isa_names, "instruction-set variants to check (default: every one this CPU has); "
+                                     "one this CPU lacks makes the run a skip")
+      ->check(CLI::IsMember(known_isas));
   CLI11_PARSE(app, argc, argv);
 
   const auto parsed = parse_format(format_spec);
@@ -157,30 +160,44 @@ int main(int argc, char** argv) {
   }
 
   std::vector<std::unique_ptr<Variant>> variants;
-  const auto add = [&](std::string name, EncodeVia encode, fastconv::Isa isa) {
+  const auto add = [&](fastconv::Variant variant, std::string output, EncodeVia encode) {
     auto v = std::make_unique<Variant>();
-    v->name = std::move(name);
+    v->name = fastconv::to_string(variant) + ", " + output;
     v->encode = encode;
-    v->isa = isa;
+    v->variant = variant;
     variants.push_back(std::move(v));
   };
   for (const fastconv::Isa isa : fastconv::all_isas()) {
-    const std::string name(fastconv::to_string(isa));
-    if (!isa_name.empty() && name != isa_name) continue;
+    const std::string isa_name(fastconv::to_string(isa));
+    const bool named = std::find(isa_names.begin(), isa_names.end(), isa_name) != isa_names.end();
+    if (!isa_names.empty() && !named) continue;
     if (!fastconv::available(isa)) {
-      std::printf("skipped variant %s: this CPU lacks its instructions\n", name.c_str());
+      std::printf("%s variant %s: this CPU lacks its instructions\n", named ? "SKIPPED" : "skipped", isa_name.c_str());
+      if (named) return 77;
       continue;
     }
-    add(name + " 32-bit codes", via_code32, isa);
-    // The narrowest output each format fits (the 32-bit codes feed every narrow writer alike).
-    if (f.code_bits() > 8) add(name + " 16-bit codes", via_narrow<std::uint16_t>, isa);
-    if (f.code_bits() <= 8) add(name + " 8-bit codes", via_narrow<std::uint8_t>, isa);
-    if (f.code_bits() <= 4) add(name + " packed 4-bit codes", via_packed4, isa);
+    for (const fastconv::Algorithm algorithm : fastconv::all_algorithms()) {
+      if (auto why = fastconv::algorithm_unsupported(algorithm, f, o)) {
+        std::printf("algorithm %s does not serve %s: %s\n", std::string(fastconv::to_string(algorithm)).c_str(),
+                    combination.c_str(), why->c_str());
+        continue;
+      }
+      const fastconv::Variant variant{isa, algorithm};
+      add(variant, "32-bit codes", via_code32);
+      // The narrowest output each format fits; each writer is exercised by the formats of its width.
+      if (f.code_bits() > 8) add(variant, "16-bit codes", via_narrow<std::uint16_t>);
+      if (f.code_bits() <= 8) add(variant, "8-bit codes", via_narrow<std::uint8_t>);
+      if (f.code_bits() <= 4) add(variant, "packed 4-bit codes", via_packed4);
+    }
   }
   if (variants.empty()) {
-    std::printf("SKIPPED %s: this CPU has no %s variant of the fast path\n", combination.c_str(),
-                isa_name.empty() ? "AVX2 or AVX-512" : isa_name.c_str());
+    std::printf("SKIPPED %s: this CPU has no variant of the fast path\n", combination.c_str());
     return 77;
+  }
+  if (!fastconv::default_float_environment()) {
+    std::printf("%s: the floating-point environment is not the default one the split algorithm needs\n",
+                combination.c_str());
+    return 2;
   }
   std::vector<std::uint64_t> reference_digests, written_digests;
   if (!reference.empty()) {
@@ -214,7 +231,7 @@ int main(int argc, char** argv) {
       if (reference_digests.empty()) compute_expected();
       if (!written_digests.empty()) written_digests[chunk] = digest(expected);
       for (auto& v : variants) {
-        v->encode(v->isa, f, in, got, o);
+        v->encode(v->variant, f, in, got, o);
         if (!have_expected) {
           if (digest(got) == reference_digests[chunk]) continue;
           compute_expected();

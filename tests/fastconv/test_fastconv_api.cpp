@@ -59,6 +59,35 @@ TEST_CASE("golden codes at rounding and overflow boundaries", "[fastconv]") {
   CHECK(encode8(formats::uint4, {-3.0f, 15.4f, 15.6f, 7.5f}) == std::vector<std::uint8_t>{0, 15, 15, 8});
 }
 
+TEST_CASE("which algorithm serves which format", "[fastconv]") {
+  using fastconv::Algorithm;
+  // The split algorithm serves ordinary floating formats; the bit fields every format.
+  for (const Format& f : {formats::e4m3, formats::e5m2, formats::e2m1, formats::fp16, formats::bf16, formats::ue4m3})
+    CHECK_FALSE(fastconv::algorithm_unsupported(Algorithm::split, f, {}));
+  CHECK(fastconv::algorithm_unsupported(Algorithm::split, formats::e4m3fnuz, {}).value_or("").find("negative-zero") !=
+        std::string::npos);
+  CHECK(fastconv::algorithm_unsupported(Algorithm::split, formats::ue8m0, {}).value_or("").find("0 mantissa bits") !=
+        std::string::npos);
+  // bf16 toward zero would scale subnormals by 2^133, beyond float32.
+  CHECK(fastconv::algorithm_unsupported(Algorithm::split, formats::bf16, {.rounding = Rounding::toward_zero})
+            .value_or("")
+            .find("2^133") != std::string::npos);
+  for (const Format& f : {formats::int8, formats::ue8m0, formats::e4m3fnuz, formats::bf16})
+    CHECK_FALSE(fastconv::algorithm_unsupported(Algorithm::bit_fields, f, {}));
+  if (fastconv::best_available()) {
+    CHECK(fastconv::algorithm_used(formats::e4m3, {}) == Algorithm::split);
+    CHECK(fastconv::algorithm_used(formats::int8, {}) == Algorithm::bit_fields);
+  }
+}
+
+TEST_CASE("bfloat16 input: the top half of a float32", "[fastconv]") {
+  // 1.0 = 0x3F80, -448 = 0xC3E0, 3 * 2^-10 = 0x3B40 (ties up to e4m3's 2^-8), +Inf 0x7F80, NaN 0x7FC0.
+  const std::vector<Bf16Bits> in{{0x3F80}, {0xC3E0}, {0x3B40}, {0x7F80}, {0x7FC0}};
+  std::vector<std::uint8_t> out(in.size());
+  encode(formats::e4m3, in, std::span<std::uint8_t>(out));
+  CHECK(out == std::vector<std::uint8_t>{0b0'0111'000, 0b1'1111'110, 0b0'0000'010, 0b0'1111'110, 0b0'1111'111});
+}
+
 TEST_CASE("16-bit codes", "[fastconv]") {
   const std::vector<float> in{1.0f, 65520.0f, 0x1p-25f, -0x1.8p-24f};
   std::vector<std::uint16_t> out(in.size());
@@ -100,8 +129,13 @@ TEST_CASE("bad calls get errors that name the problem", "[fastconv]") {
                     Catch::Contains("4 inputs but 3"));
   for (const auto isa : fastconv::all_isas())
     if (!fastconv::available(isa))
-      CHECK_THROWS_WITH(fastconv::encode_with(isa, formats::e4m3, in, std::span<std::uint8_t>(bytes), {}),
+      CHECK_THROWS_WITH(fastconv::encode_with(fastconv::Variant{isa, fastconv::Algorithm::bit_fields}, formats::e4m3,
+                                              std::span<const float>(in), std::span<std::uint8_t>(bytes), {}),
                         Catch::Contains("lacks"));
+  if (const auto isa = fastconv::best_available())
+    CHECK_THROWS_WITH(fastconv::encode_with(fastconv::Variant{*isa, fastconv::Algorithm::split}, formats::int8,
+                                            std::span<const float>(in), std::span<std::uint8_t>(bytes), {}),
+                      Catch::Contains("split: integer formats"));
 }
 
 TEST_CASE("unsupported combinations fall back to the scalar encode", "[fastconv]") {

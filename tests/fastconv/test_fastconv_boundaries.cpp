@@ -1,23 +1,28 @@
-// The fast float32 encoder against the scalar encode, bit for bit, for every combination it
-// claims to serve: every format of small_format_specs() (each preset of at most 16 bits and user
-// specs of every kind) x {nearest-even, toward zero} x every overflow policy the format allows,
-// through each instruction-set variant this CPU has and each output width the format fits.
+// The fast encoder against the scalar encode, bit for bit, for every combination it claims to
+// serve: every format of small_format_specs() (each preset of at most 16 bits and user specs of
+// every kind) x {nearest-even, toward zero} x every overflow policy the format allows, through
+// each instruction-set variant this CPU has, each algorithm that serves the combination and each
+// output width the format fits.
 // Inputs: the float32 rounding boundaries of the format (each value and each midpoint between
 // neighbours, max finite and the point beyond it included, as the nearest float32 and the two
 // float32 either side), +-0, +-Inf, NaNs, float32 subnormals, both signs, and 2^20 random bit
 // patterns. exhaustive_fastconv checks 25 combinations on all 2^32 inputs; this test checks all
-// of them where mismatches would be, in seconds.
+// of them where mismatches would be, in seconds. The bfloat16 input is checked on all 2^16
+// inputs for every combination.
 #include <catch2/catch.hpp>
+#include <xmmintrin.h>
 
 #include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "emulation/convert.hpp"
 #include "emulation/convert_fast.hpp"
@@ -40,6 +45,9 @@ void add_float_and_neighbours(std::vector<float>& xs, double v) {
   }
 }
 
+float value_of(float x) { return x; }
+float value_of(Bf16Bits x) { return std::bit_cast<float>(std::uint32_t(x.bits) << 16); }
+
 std::vector<float> boundary_inputs(const testing::ReferenceFormat& r, const std::vector<float>& random_floats) {
   std::vector<float> xs;
   const std::vector<double> line = r.extended_values();
@@ -59,57 +67,93 @@ std::vector<float> boundary_inputs(const testing::ReferenceFormat& r, const std:
   return xs;
 }
 
-// One way of running the fast path: a name, and the codes it gives for `in` widened to 32 bits.
-struct Variant {
+// One way of writing the fast path's codes: a name, and the codes it gives for `in` widened to 32 bits.
+template <class In>
+struct Writer {
   std::string name;
-  std::vector<Code> (*run)(fastconv::Isa, const Format&, const std::vector<float>&, const ConversionOptions&);
+  std::vector<Code> (*run)(fastconv::Variant, const Format&, const std::vector<In>&, const ConversionOptions&);
 };
 
-std::vector<Code> run_code32(fastconv::Isa isa, const Format& f, const std::vector<float>& in, const ConversionOptions& o) {
-  std::vector<Code> out(in.size());
-  fastconv::encode_with(isa, f, in, std::span<Code>(out), o);
-  return out;
+template <class In, class Out>
+std::vector<Code> run_one_per_element(fastconv::Variant v, const Format& f, const std::vector<In>& in,
+                                      const ConversionOptions& o) {
+  std::vector<Out> out(in.size());
+  fastconv::encode_with(v, f, std::span<const In>(in), std::span<Out>(out), o);
+  return {out.begin(), out.end()};
 }
-template <class Narrow>
-std::vector<Code> run_narrow(fastconv::Isa isa, const Format& f, const std::vector<float>& in, const ConversionOptions& o) {
-  std::vector<Narrow> narrow(in.size());
-  fastconv::encode_with(isa, f, in, std::span<Narrow>(narrow), o);
-  return {narrow.begin(), narrow.end()};
-}
-std::vector<Code> run_packed4(fastconv::Isa isa, const Format& f, const std::vector<float>& in, const ConversionOptions& o) {
+template <class In>
+std::vector<Code> run_packed4(fastconv::Variant v, const Format& f, const std::vector<In>& in, const ConversionOptions& o) {
   std::vector<std::uint8_t> packed((in.size() + 1) / 2);
-  fastconv::encode_packed4_with(isa, f, in, packed, o);
+  fastconv::encode_packed4_with(v, f, std::span<const In>(in), std::span<std::uint8_t>(packed), o);
   std::vector<Code> out(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = (packed[i / 2] >> (i % 2 ? 4 : 0)) & 0xF;
   return out;
+}
+// Every output width the format fits.
+template <class In>
+std::vector<Writer<In>> writers_for(const Format& f) {
+  std::vector<Writer<In>> writers{{"32-bit codes", run_one_per_element<In, Code>},
+                                  {"16-bit codes", run_one_per_element<In, std::uint16_t>}};
+  if (f.code_bits() <= 8) writers.push_back({"8-bit codes", run_one_per_element<In, std::uint8_t>});
+  if (f.code_bits() <= 4) writers.push_back({"packed 4-bit codes", run_packed4<In>});
+  return writers;
+}
+
+// The variants (ISA the CPU has x algorithm that serves (f, o)); exits 77 where the CPU has none.
+std::vector<fastconv::Variant> variants_for(const Format& f, const ConversionOptions& o) {
+  std::vector<fastconv::Isa> isas;
+  for (const auto isa : fastconv::all_isas())
+    if (fastconv::available(isa)) isas.push_back(isa);
+  if (isas.empty()) {
+    std::puts("SKIPPED: this CPU has no variant of the fast path (AVX2 or AVX-512)");
+    std::exit(77);  // ctest's SKIP_RETURN_CODE: reported as skipped, not passed
+  }
+  std::vector<fastconv::Variant> variants;
+  for (const auto isa : isas)
+    for (const auto algorithm : fastconv::all_algorithms())
+      if (!fastconv::algorithm_unsupported(algorithm, f, o)) variants.push_back({isa, algorithm});
+  return variants;
+}
+
+// Compares every variant and writer with the scalar encode of `in`; returns the codes compared.
+template <class In>
+std::size_t compare_all(const Format& f, const ConversionOptions& o, const std::vector<In>& in,
+                        std::set<std::string>& variants_seen) {
+  std::vector<Code> expected(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) expected[i] = encode(f, double(value_of(in[i])), o);
+  std::size_t compared = 0;
+  for (const auto variant : variants_for(f, o)) {
+    variants_seen.insert(fastconv::to_string(variant));
+    for (const Writer<In>& w : writers_for<In>(f)) {
+      const std::vector<Code> got = w.run(variant, f, in, o);
+      std::size_t mismatches = 0, first = 0;
+      for (std::size_t i = 0; i < in.size(); ++i)
+        if (got[i] != expected[i] && mismatches++ == 0) first = i;
+      compared += in.size();
+      INFO(fmt::format("{} {}: {} mismatches of {}; first: input {:#010x} ({:a}): scalar {:#x}, fast {:#x}",
+                       fastconv::to_string(variant), w.name, mismatches, in.size(),
+                       std::bit_cast<std::uint32_t>(value_of(in[first])), double(value_of(in[first])),
+                       expected[first], got[first]));
+      CHECK(mismatches == 0);
+    }
+  }
+  return compared;
 }
 
 }  // namespace
 
 TEST_CASE("fast encoder equals the scalar encode at every rounding boundary of every small format",
           "[fastconv][boundary]") {
-  std::vector<fastconv::Isa> isas;
-  std::string lacking;  // the variants this CPU cannot run, named in the summary line
-  for (const auto isa : fastconv::all_isas())
-    if (fastconv::available(isa)) isas.push_back(isa);
-    else lacking += fmt::format(" {}", fastconv::to_string(isa));
-  if (isas.empty()) {
-    std::puts("SKIPPED: this CPU has no variant of the fast path (AVX2 or AVX-512)");
-    std::exit(77);  // ctest's SKIP_RETURN_CODE: reported as skipped, not passed
-  }
   std::mt19937_64 rng(4);
   std::vector<float> random_floats(1 << 20);
   for (float& x : random_floats) x = std::bit_cast<float>(std::uint32_t(rng()));
 
   std::size_t combinations = 0, policies_of_formats = 0, compared = 0;
+  std::set<std::string> variants_seen;
   for (const auto& spec : testing::small_format_specs()) {
     const Format f = format_from_string(spec);
     policies_of_formats += 1 + f.has_inf() + f.has_nan();  // saturate, and inf / nan where it has them
     const std::vector<float> in = boundary_inputs(testing::ReferenceFormat(f), random_floats);
-    std::vector<Variant> variants{{"32-bit codes", run_code32}};
-    if (f.code_bits() > 8) variants.push_back({"16-bit codes", run_narrow<std::uint16_t>});
-    else variants.push_back({"8-bit codes", run_narrow<std::uint8_t>});
-    if (f.code_bits() <= 4) variants.push_back({"packed 4-bit codes", run_packed4});
     for (Rounding rounding : kFastRoundings)
       for (Overflow overflow : kOverflows) {
         const ConversionOptions o{.rounding = rounding, .overflow = overflow};
@@ -117,25 +161,69 @@ TEST_CASE("fast encoder equals the scalar encode at every rounding boundary of e
         INFO(fmt::format("{} {} {}", spec, to_string(rounding), to_string(overflow)));
         REQUIRE_FALSE(fast_encode_unsupported(f, o));  // the fast path claims every such combination
         ++combinations;
-        std::vector<Code> expected(in.size());
-        for (std::size_t i = 0; i < in.size(); ++i) expected[i] = encode(f, double(in[i]), o);
-        for (const auto isa : isas)
-          for (const Variant& v : variants) {
-            const std::vector<Code> got = v.run(isa, f, in, o);
-            std::size_t mismatches = 0, first = 0;
-            for (std::size_t i = 0; i < in.size(); ++i)
-              if (got[i] != expected[i] && mismatches++ == 0) first = i;
-            compared += in.size();
-            INFO(fmt::format("{} {}: {} mismatches of {}; first: input {:#010x} ({:a}): scalar {:#x}, fast {:#x}",
-                             fastconv::to_string(isa), v.name, mismatches, in.size(), std::bit_cast<std::uint32_t>(in[first]),
-                             double(in[first]), expected[first], got[first]));
-            CHECK(mismatches == 0);
-          }
+        compared += compare_all(f, o, in, variants_seen);
       }
   }
-  std::string checked;
-  for (const auto isa : isas) checked += fmt::format(" {}", fastconv::to_string(isa));
-  fmt::print("{} (format, rounding, overflow) combinations, {} fast-path codes compared; variants checked:{}{}\n",
-             combinations, compared, checked, lacking.empty() ? "" : "; not checked (this CPU lacks them):" + lacking);
+  std::string lacking;  // the ISAs this CPU cannot run, named in the summary line
+  for (const auto isa : fastconv::all_isas())
+    if (!fastconv::available(isa)) lacking += fmt::format(" {}", fastconv::to_string(isa));
+  fmt::print("{} (format, rounding, overflow) combinations, {} fast-path codes compared, variants: {}{}\n", combinations,
+             compared, fmt::join(variants_seen, ", "),
+             lacking.empty() ? "" : "; not checked (this CPU lacks them):" + lacking);
   CHECK(combinations == 2 * policies_of_formats);
+  // Both algorithms served something on every ISA the CPU has.
+  for (const auto isa : fastconv::all_isas())
+    for (const auto algorithm : fastconv::all_algorithms())
+      if (fastconv::available(isa)) CHECK(variants_seen.count(fastconv::to_string(fastconv::Variant{isa, algorithm})) == 1);
+}
+
+TEST_CASE("fast encoder equals the scalar encode on every bfloat16 input", "[fastconv][bf16]") {
+  std::vector<Bf16Bits> every_bf16(1 << 16);
+  for (std::uint32_t i = 0; i < every_bf16.size(); ++i) every_bf16[i] = Bf16Bits{std::uint16_t(i)};
+  std::size_t combinations = 0, compared = 0;
+  std::set<std::string> variants_seen;
+  for (const auto& spec : testing::small_format_specs()) {
+    const Format f = format_from_string(spec);
+    for (Rounding rounding : kFastRoundings)
+      for (Overflow overflow : kOverflows) {
+        const ConversionOptions o{.rounding = rounding, .overflow = overflow};
+        if (o.validate(f)) continue;
+        INFO(fmt::format("bf16 -> {} {} {}", spec, to_string(rounding), to_string(overflow)));
+        ++combinations;
+        compared += compare_all(f, o, every_bf16, variants_seen);
+      }
+  }
+  fmt::print("bf16 input: {} combinations, {} fast-path codes compared, variants: {}\n", combinations, compared,
+             fmt::join(variants_seen, ", "));
+  CHECK(compared >= combinations * every_bf16.size() * 2);
+}
+
+TEST_CASE("the encoders take the bit fields where the floating-point environment is not the default",
+          "[fastconv][environment]") {
+  // e4m3's subnormals and ties: round toward zero or denormals-are-zero in MXCSR would change
+  // the split algorithm's float arithmetic; the encoders must notice and give the same codes.
+  std::mt19937_64 rng(5);
+  std::vector<float> in = boundary_inputs(testing::ReferenceFormat(formats::e4m3), {});
+  for (int i = 0; i < 4096; ++i) in.push_back(std::bit_cast<float>(std::uint32_t(rng())));
+  for (const ConversionOptions o : {ConversionOptions{}, ConversionOptions{.rounding = Rounding::toward_zero}}) {
+    std::vector<Code> expected(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) expected[i] = encode(formats::e4m3, double(in[i]), o);
+    REQUIRE(fastconv::default_float_environment());
+    const bool served_by_split = fastconv::algorithm_used(formats::e4m3, o) == fastconv::Algorithm::split;
+    for (const unsigned csr_bits : {0x6000u /* round toward zero */, 0x0040u /* denormals are zero */}) {
+      const unsigned saved = _mm_getcsr();
+      _mm_setcsr(saved | csr_bits);
+      const bool default_environment = fastconv::default_float_environment();
+      const auto used = fastconv::algorithm_used(formats::e4m3, o);
+      std::vector<std::uint8_t> got(in.size());
+      encode(formats::e4m3, in, std::span<std::uint8_t>(got), o);
+      _mm_setcsr(saved);
+      CHECK_FALSE(default_environment);
+      if (served_by_split) CHECK(used == fastconv::Algorithm::bit_fields);
+      std::size_t mismatches = 0;
+      for (std::size_t i = 0; i < in.size(); ++i) mismatches += got[i] != expected[i];
+      INFO("MXCSR bits " << csr_bits << ", rounding " << to_string(o.rounding));
+      CHECK(mismatches == 0);
+    }
+  }
 }

@@ -2,7 +2,7 @@
 """Cross-check lowbit's encode/decode against independent implementations from PyPI.
 
 Usage: cross_check.py [--require-oracles] LIBRARY CASE
-  LIBRARY  the lowbit_c_api shared library (tests/formats/lowbit_c_api.cpp)
+  LIBRARY  the lowbit_c_api shared library (emulation/c_api.cpp)
   CASE     ml_dtypes:<type>  every float32 bit pattern (2^32) rounded to nearest even, for
                              float8_e4m3fnuz (= P3109 K8P4 finite), float8_e5m2fnuz (= P3109
                              K8P3 finite), float8_e3m4, float8_e4m3b11fnuz, float8_e4m3 (IEEE-like)
