@@ -2,23 +2,17 @@
 // Host code only; no CUDA headers needed by callers.
 #pragma once
 
-#include <optional>
 #include <span>
 
-#include "emulation/layout.hpp"
-
-#include "emulation/mma/families.hpp"
+#include "emulation/mma/atom.hpp"
 #include "emulation/mma/vectors.hpp"
 
 namespace lowbit::kernels {
 
+// The kernels load and store registers through the atom's fragments (mma.sync: A, B, C; wgmma:
+// C only, A and B come from shared memory).
 struct MmaProbe {
-  mma::TileSpec spec;  // instruction name, shape, operand and accumulator formats
-  bool warpgroup;      // wgmma (A and B from shared memory) rather than mma.sync (registers)
-  // The register fragments the kernel loads and stores through (wgmma: A and B come from
-  // shared memory); tests compare them with the emulator's atom for the same instruction.
-  std::optional<layout::Fragment> a_fragment, b_fragment;
-  layout::Fragment c_fragment;
+  mma::Atom atom;
   void (*run)(std::span<mma::Tile> tiles);  // fills each tile's d from its a, b, c
 };
 
@@ -29,7 +23,7 @@ std::span<const MmaProbe> mma_probes();
 // tiles are m x (steps * k) by (steps * k) x n; mmas_per_flush = 0 chains one accumulator from C,
 // f > 0 adds a fresh accumulator into an fp32 one (starting at C) every f MMAs.
 struct KLoopProbe {
-  mma::TileSpec spec;  // the instruction (its own k)
+  mma::Atom atom;  // the instruction (its own k)
   int steps = 0;
   int mmas_per_flush = 0;
   void (*run)(std::span<mma::Tile> tiles) = nullptr;  // fills each tile's d from its a, b, c

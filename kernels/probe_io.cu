@@ -37,22 +37,22 @@ class DeviceArray {
 
 }  // namespace
 
-void run_on_device(const mma::TileSpec& spec, std::span<mma::Tile> tiles, void (*launch)(const DeviceTiles&)) {
+void run_on_device(const mma::Atom& atom, int depth, std::span<mma::Tile> tiles, void (*launch)(const DeviceTiles&)) {
   if (tiles.empty()) return;
-  const std::size_t mk = std::size_t(spec.m) * spec.k, kn = std::size_t(spec.k) * spec.n, mn = std::size_t(spec.m) * spec.n;
+  const std::size_t mk = std::size_t(atom.m) * depth, kn = std::size_t(depth) * atom.n, mn = std::size_t(atom.m) * atom.n;
   std::vector<std::uint16_t> a(mk * tiles.size()), b(kn * tiles.size());
   std::vector<std::uint32_t> c(mn * tiles.size()), d;
   for (std::size_t t = 0; t < tiles.size(); ++t) {
     const mma::Tile& tile = tiles[t];
     if (tile.a.size() != mk || tile.b.size() != kn || tile.c.size() != mn)
-      throw std::invalid_argument("tile " + std::to_string(t) + " of " + std::string(spec.instruction) +
+      throw std::invalid_argument("tile " + std::to_string(t) + " of " + atom.name.str() +
                                   ": field sizes do not match the instruction's shape");
     std::copy(tile.a.begin(), tile.a.end(), a.begin() + t * mk);
     std::copy(tile.b.begin(), tile.b.end(), b.begin() + t * kn);
     for (std::size_t i = 0; i < mn; ++i) {
-      const auto code = mma::accumulator_code(spec.c, tile.c[i]);
+      const auto code = mma::accumulator_code(atom.c, tile.c[i]);
       if (!code)
-        throw std::invalid_argument("tile " + std::to_string(t) + " of " + std::string(spec.instruction) + ": C word " +
+        throw std::invalid_argument("tile " + std::to_string(t) + " of " + atom.name.str() + ": C word " +
                                     std::to_string(i) + " is not a value of the accumulator format");
       c[t * mn + i] = *code;
     }
@@ -74,10 +74,10 @@ void run_on_device(const mma::TileSpec& spec, std::span<mma::Tile> tiles, void (
     device_d.download(poison == 0 ? first : d);
   }
   if (first != d)
-    throw std::runtime_error(std::string(spec.instruction) + ": the probe left outputs unwritten or is not deterministic");
+    throw std::runtime_error(atom.name.str() + ": the probe left outputs unwritten or is not deterministic");
   for (std::size_t t = 0; t < tiles.size(); ++t) {
     tiles[t].d.resize(mn);
-    for (std::size_t i = 0; i < mn; ++i) tiles[t].d[i] = mma::accumulator_word(spec.c, d[t * mn + i]);
+    for (std::size_t i = 0; i < mn; ++i) tiles[t].d[i] = mma::accumulator_word(atom.c, d[t * mn + i]);
   }
 }
 

@@ -80,12 +80,14 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
 #define LOWBIT_SCALE_64 "66"
 #define LOWBIT_SCALE_128 "130"
 
-// One wgmma instruction with both operands from shared memory; R accumulator registers
-// (n/2 for f32 and s32, n/4 for f16x2); IMMEDIATES follow scale-d.
-#define LOWBIT_WGMMA_ATOM(NAME, SHAPE_TYPES, N, K, FORMAT_A, FORMAT_B, FORMAT_C, R, IMMEDIATES)                        \
+// One wgmma instruction with both operands from shared memory: its record (emulation/mma/atom.hpp),
+// whose name the inline PTX must spell, R accumulator registers (n/2 for f32 and s32, n/4 for
+// f16x2); IMMEDIATES follow scale-d.
+#define LOWBIT_WGMMA_ATOM(NAME, SHAPE_TYPES, ATOM, R, IMMEDIATES)                                                       \
   struct NAME {                                                                                                       \
-    static constexpr mma::TileSpec spec{"wgmma.mma_async.sync.aligned." SHAPE_TYPES, 64, N, K, FORMAT_A, FORMAT_B,   \
-                                        FORMAT_C};                                                                    \
+    static constexpr mma::Atom atom = ATOM;                                                                           \
+    static_assert(atom.name.view() == "wgmma.mma_async.sync.aligned." SHAPE_TYPES,                                    \
+                  "the inline PTX is not the record's instruction");                                                  \
     __device__ static void mma(std::uint32_t (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {       \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" LOWBIT_SCALE_##R ", 0;\n"                                    \
                    "wgmma.mma_async.sync.aligned." SHAPE_TYPES " {" LOWBIT_REGS_##R "}, " LOWBIT_DESCS_##R            \
@@ -103,41 +105,42 @@ __device__ std::uint64_t descriptor(const void* smem, int k_bytes) {
 
 using namespace lowbit::formats;
 
-// NAME##N<WIDTH>: wgmma.m64n<WIDTH>k<K>.<TYPES> with R accumulator registers.
-#define WGMMA(NAME, WIDTH, K, TYPES, A, B, C, R, IMM) \
-  LOWBIT_WGMMA_ATOM(NAME##N##WIDTH, "m64n" #WIDTH "k" #K "." TYPES, WIDTH, K, A, B, C, R, IMM)
+// NAME##N<WIDTH>: wgmma.m64n<WIDTH>k<K>.[satfinite.]<TYPES> (D, A, B: the formats TYPES spells; SAT:
+// .satfinite) with R accumulator registers.
+#define WGMMA(NAME, WIDTH, K, TYPES, D, A, B, SAT, R, IMM) \
+  LOWBIT_WGMMA_ATOM(NAME##N##WIDTH, "m64n" #WIDTH "k" #K "." TYPES, mma::wgmma_atom(WIDTH, K, D, A, B, SAT), R, IMM)
 
 // Every type combination at N = 8 and 256; the ones SageAttention2 and FlashAttention-3 use (f16,
 // bf16, e4m3 -> f32; s8 -> s32; R = n/2 registers) at N = 16, 24, 32, 64 and 128 too.
-#define EVERY_N(NAME, K, TYPES, A, B, C, IMM)                                                                 \
-  WGMMA(NAME, 8, K, TYPES, A, B, C, 4, IMM)                                                                   \
-  WGMMA(NAME, 16, K, TYPES, A, B, C, 8, IMM)                                                                  \
-  WGMMA(NAME, 24, K, TYPES, A, B, C, 12, IMM)                                                                 \
-  WGMMA(NAME, 32, K, TYPES, A, B, C, 16, IMM)                                                                 \
-  WGMMA(NAME, 64, K, TYPES, A, B, C, 32, IMM)                                                                 \
-  WGMMA(NAME, 128, K, TYPES, A, B, C, 64, IMM)                                                                \
-  WGMMA(NAME, 256, K, TYPES, A, B, C, 128, IMM)
-#define N8_AND_N256(NAME, K, TYPES, A, B, C, R8, R256, IMM) \
-  WGMMA(NAME, 8, K, TYPES, A, B, C, R8, IMM)                \
-  WGMMA(NAME, 256, K, TYPES, A, B, C, R256, IMM)
+#define EVERY_N(NAME, K, TYPES, D, A, B, SAT, IMM)                                                            \
+  WGMMA(NAME, 8, K, TYPES, D, A, B, SAT, 4, IMM)                                                              \
+  WGMMA(NAME, 16, K, TYPES, D, A, B, SAT, 8, IMM)                                                             \
+  WGMMA(NAME, 24, K, TYPES, D, A, B, SAT, 12, IMM)                                                            \
+  WGMMA(NAME, 32, K, TYPES, D, A, B, SAT, 16, IMM)                                                            \
+  WGMMA(NAME, 64, K, TYPES, D, A, B, SAT, 32, IMM)                                                            \
+  WGMMA(NAME, 128, K, TYPES, D, A, B, SAT, 64, IMM)                                                           \
+  WGMMA(NAME, 256, K, TYPES, D, A, B, SAT, 128, IMM)
+#define N8_AND_N256(NAME, K, TYPES, D, A, B, SAT, R8, R256, IMM) \
+  WGMMA(NAME, 8, K, TYPES, D, A, B, SAT, R8, IMM)                \
+  WGMMA(NAME, 256, K, TYPES, D, A, B, SAT, R256, IMM)
 
-EVERY_N(F32F16, 16, "f32.f16.f16", fp16, fp16, fp32, LOWBIT_IMM_16BIT)
-EVERY_N(F32Bf16, 16, "f32.bf16.bf16", bf16, bf16, fp32, LOWBIT_IMM_16BIT)
-N8_AND_N256(F16F16, 16, "f16.f16.f16", fp16, fp16, fp16, 2, 64, LOWBIT_IMM_16BIT)
-EVERY_N(F32E4m3E4m3, 32, "f32.e4m3.e4m3", e4m3, e4m3, fp32, LOWBIT_IMM_FP8)
-N8_AND_N256(F32E4m3E5m2, 32, "f32.e4m3.e5m2", e4m3, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
-N8_AND_N256(F32E5m2E4m3, 32, "f32.e5m2.e4m3", e5m2, e4m3, fp32, 4, 128, LOWBIT_IMM_FP8)
-N8_AND_N256(F32E5m2E5m2, 32, "f32.e5m2.e5m2", e5m2, e5m2, fp32, 4, 128, LOWBIT_IMM_FP8)
-N8_AND_N256(F16E4m3E4m3, 32, "f16.e4m3.e4m3", e4m3, e4m3, fp16, 2, 64, LOWBIT_IMM_FP8)
-WGMMA(F16E4m3E5m2, 8, 32, "f16.e4m3.e5m2", e4m3, e5m2, fp16, 2, LOWBIT_IMM_FP8)
-WGMMA(F16E5m2E4m3, 8, 32, "f16.e5m2.e4m3", e5m2, e4m3, fp16, 2, LOWBIT_IMM_FP8)
-WGMMA(F16E5m2E5m2, 8, 32, "f16.e5m2.e5m2", e5m2, e5m2, fp16, 2, LOWBIT_IMM_FP8)
-EVERY_N(S32S8, 32, "s32.s8.s8", int8, int8, mma::s32, LOWBIT_IMM_INT)
-N8_AND_N256(S32S8Satfinite, 32, "satfinite.s32.s8.s8", int8, int8, mma::s32, 4, 128, LOWBIT_IMM_INT)
-WGMMA(S32S8U8, 8, 32, "s32.s8.u8", int8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
-WGMMA(S32U8S8, 8, 32, "s32.u8.s8", uint8, int8, mma::s32, 4, LOWBIT_IMM_INT)
-WGMMA(S32U8U8, 8, 32, "s32.u8.u8", uint8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
-WGMMA(S32U8U8Satfinite, 8, 32, "satfinite.s32.u8.u8", uint8, uint8, mma::s32, 4, LOWBIT_IMM_INT)
+EVERY_N(F32F16, 16, "f32.f16.f16", fp32, fp16, fp16, false, LOWBIT_IMM_16BIT)
+EVERY_N(F32Bf16, 16, "f32.bf16.bf16", fp32, bf16, bf16, false, LOWBIT_IMM_16BIT)
+N8_AND_N256(F16F16, 16, "f16.f16.f16", fp16, fp16, fp16, false, 2, 64, LOWBIT_IMM_16BIT)
+EVERY_N(F32E4m3E4m3, 32, "f32.e4m3.e4m3", fp32, e4m3, e4m3, false, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E4m3E5m2, 32, "f32.e4m3.e5m2", fp32, e4m3, e5m2, false, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E5m2E4m3, 32, "f32.e5m2.e4m3", fp32, e5m2, e4m3, false, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F32E5m2E5m2, 32, "f32.e5m2.e5m2", fp32, e5m2, e5m2, false, 4, 128, LOWBIT_IMM_FP8)
+N8_AND_N256(F16E4m3E4m3, 32, "f16.e4m3.e4m3", fp16, e4m3, e4m3, false, 2, 64, LOWBIT_IMM_FP8)
+WGMMA(F16E4m3E5m2, 8, 32, "f16.e4m3.e5m2", fp16, e4m3, e5m2, false, 2, LOWBIT_IMM_FP8)
+WGMMA(F16E5m2E4m3, 8, 32, "f16.e5m2.e4m3", fp16, e5m2, e4m3, false, 2, LOWBIT_IMM_FP8)
+WGMMA(F16E5m2E5m2, 8, 32, "f16.e5m2.e5m2", fp16, e5m2, e5m2, false, 2, LOWBIT_IMM_FP8)
+EVERY_N(S32S8, 32, "s32.s8.s8", s32, int8, int8, false, LOWBIT_IMM_INT)
+N8_AND_N256(S32S8Satfinite, 32, "satfinite.s32.s8.s8", s32, int8, int8, true, 4, 128, LOWBIT_IMM_INT)
+WGMMA(S32S8U8, 8, 32, "s32.s8.u8", s32, int8, uint8, false, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8S8, 8, 32, "s32.u8.s8", s32, uint8, int8, false, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8U8, 8, 32, "s32.u8.u8", s32, uint8, uint8, false, 4, LOWBIT_IMM_INT)
+WGMMA(S32U8U8Satfinite, 8, 32, "satfinite.s32.u8.u8", s32, uint8, uint8, true, 4, LOWBIT_IMM_INT)
 
 template <int Bytes>
 __device__ void store_code(std::uint8_t* smem, int offset, std::uint16_t code) {
@@ -149,9 +152,9 @@ __device__ void store_code(std::uint8_t* smem, int offset, std::uint16_t code) {
 
 // Stores A (m x K) and B (K x n) codes K-major in shared memory and makes them visible to the
 // tensor cores (ordinary stores reach the async proxy only after the fence).
-template <class Atom, int K>
+template <class Probe, int K>
 __device__ void stage_operands(const std::uint16_t* a, const std::uint16_t* b, std::uint8_t* a_smem, std::uint8_t* b_smem) {
-  constexpr mma::TileSpec s = Atom::spec;
+  constexpr mma::Atom s = Probe::atom;
   constexpr int bytes = s.a.code_bits() / 8, k_bytes = K * bytes;
   for (int e = threadIdx.x; e < s.m * K; e += 128) store_code<bytes>(a_smem, kmajor_offset(e / K, e % K * bytes, k_bytes), a[e]);
   for (int e = threadIdx.x; e < K * s.n; e += 128) store_code<bytes>(b_smem, kmajor_offset(e % s.n, e / s.n * bytes, k_bytes), b[e]);
@@ -160,57 +163,57 @@ __device__ void stage_operands(const std::uint16_t* a, const std::uint16_t* b, s
 }
 
 // One MMA over k-slice `step` of operands staged with depth K (k_bytes = K * bytes), waited for.
-template <class Atom, int K, int R>
+template <class Probe, int K, int R>
 __device__ void mma_step(std::uint32_t (&acc)[R], const std::uint8_t* a_smem, const std::uint8_t* b_smem, int step,
                          int scale_d) {
-  constexpr mma::TileSpec s = Atom::spec;
+  constexpr mma::Atom s = Probe::atom;
   constexpr int bytes = s.a.code_bits() / 8, k_bytes = K * bytes;
   // A k-slice is s.k * bytes / 16 core matrices along K, each kLeadingByteOffset further on.
   const int offset = step * (s.k * bytes / 16) * kLeadingByteOffset;
   asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  Atom::mma(acc, descriptor(a_smem + offset, k_bytes), descriptor(b_smem + offset, k_bytes), scale_d);
+  Probe::mma(acc, descriptor(a_smem + offset, k_bytes), descriptor(b_smem + offset, k_bytes), scale_d);
   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
-template <class Atom>
+template <class Probe>
 __global__ void __launch_bounds__(128) wgmma_probe(DeviceTiles tiles) {
-  constexpr mma::TileSpec s = Atom::spec;
-  constexpr layout::Fragment fd = layout::wgmma_m64_d(s.n);
+  constexpr mma::Atom s = Probe::atom;
+  constexpr layout::Fragment fd = s.c_fragment;
   constexpr int c_bits = s.c.code_bits(), c_registers = fd.value_count * c_bits / 32;
   __shared__ alignas(128) std::uint8_t a_smem[s.m * s.k * s.a.code_bits() / 8];
   __shared__ alignas(128) std::uint8_t b_smem[s.n * s.k * s.b.code_bits() / 8];
   const int tile = blockIdx.x;
-  stage_operands<Atom, s.k>(tiles.a + tile * s.m * s.k, tiles.b + tile * s.k * s.n, a_smem, b_smem);
+  stage_operands<Probe, s.k>(tiles.a + tile * s.m * s.k, tiles.b + tile * s.k * s.n, a_smem, b_smem);
   std::uint32_t acc[c_registers];
   load_fragment<fd, s.n, c_bits>(tiles.c + tile * s.m * s.n, threadIdx.x, acc);
-  mma_step<Atom, s.k>(acc, a_smem, b_smem, 0, 1);
+  mma_step<Probe, s.k>(acc, a_smem, b_smem, 0, 1);
   store_fragment<fd, s.n, c_bits>(acc, threadIdx.x, tiles.d + tile * s.m * s.n);
 }
 
 // A K loop of Steps MMAs over one tile (f32 accumulators): Flush = 0 chains one accumulator from
 // C; Flush = f adds a fresh accumulator (f MMAs, the first with scale-d = 0) into an fp32
 // accumulator starting at C with a round-to-nearest-even add, every f MMAs.
-template <class Atom, int Steps, int Flush>
+template <class Probe, int Steps, int Flush>
 __global__ void __launch_bounds__(128) wgmma_kloop(DeviceTiles tiles) {
-  constexpr mma::TileSpec s = Atom::spec;
+  constexpr mma::Atom s = Probe::atom;
   static_assert(s.c.code_bits() == 32 && !s.c.is_integer(), "K-loop probes take f32 accumulators");
   static_assert(Flush == 0 || Steps % (Flush ? Flush : 1) == 0, "the flushes divide the K loop");
   constexpr int K = Steps * s.k;
-  constexpr layout::Fragment fd = layout::wgmma_m64_d(s.n);
+  constexpr layout::Fragment fd = s.c_fragment;
   constexpr int R = fd.value_count;
   __shared__ alignas(128) std::uint8_t a_smem[s.m * K * s.a.code_bits() / 8];
   __shared__ alignas(128) std::uint8_t b_smem[s.n * K * s.b.code_bits() / 8];
   const int tile = blockIdx.x;
-  stage_operands<Atom, K>(tiles.a + tile * s.m * K, tiles.b + tile * K * s.n, a_smem, b_smem);
+  stage_operands<Probe, K>(tiles.a + tile * s.m * K, tiles.b + tile * K * s.n, a_smem, b_smem);
   std::uint32_t acc[R];
   load_fragment<fd, s.n, 32>(tiles.c + tile * s.m * s.n, threadIdx.x, acc);
   if constexpr (Flush == 0) {
-    for (int step = 0; step < Steps; ++step) mma_step<Atom, K>(acc, a_smem, b_smem, step, 1);
+    for (int step = 0; step < Steps; ++step) mma_step<Probe, K>(acc, a_smem, b_smem, step, 1);
   } else {
     for (int first = 0; first < Steps; first += Flush) {
       std::uint32_t fresh[R] = {};
-      for (int step = first; step < first + Flush; ++step) mma_step<Atom, K>(fresh, a_smem, b_smem, step, step > first);
+      for (int step = first; step < first + Flush; ++step) mma_step<Probe, K>(fresh, a_smem, b_smem, step, step > first);
 #pragma unroll
       for (int i = 0; i < R; ++i) acc[i] = __float_as_uint(__fadd_rn(__uint_as_float(acc[i]), __uint_as_float(fresh[i])));
     }
@@ -218,19 +221,19 @@ __global__ void __launch_bounds__(128) wgmma_kloop(DeviceTiles tiles) {
   store_fragment<fd, s.n, 32>(acc, threadIdx.x, tiles.d + tile * s.m * s.n);
 }
 
-template <class Atom>
+template <class Probe>
 void launch(const DeviceTiles& tiles) {
-  wgmma_probe<Atom><<<tiles.count, 128>>>(tiles);
+  wgmma_probe<Probe><<<tiles.count, 128>>>(tiles);
 }
 
-template <class Atom>
+template <class Probe>
 void run(std::span<mma::Tile> tiles) {
-  run_on_device(Atom::spec, tiles, launch<Atom>);
+  run_on_device(Probe::atom, Probe::atom.k, tiles, launch<Probe>);
 }
 
-template <class... Atoms>
-constexpr std::array<MmaProbe, sizeof...(Atoms)> probes() {
-  return {MmaProbe{Atoms::spec, true, std::nullopt, std::nullopt, layout::wgmma_m64_d(Atoms::spec.n), run<Atoms>}...};
+template <class... Probes>
+constexpr std::array<MmaProbe, sizeof...(Probes)> probes() {
+  return {MmaProbe{Probes::atom, run<Probes>}...};
 }
 
 constexpr auto kProbes = probes<
@@ -246,20 +249,19 @@ constexpr auto kProbes = probes<
 // K-loop probes: 8 MMAs per tile, every flush interval of SageAttention2-style kernels.
 constexpr int kKLoopSteps = 8;
 
-template <class Atom, int Flush>
+template <class Probe, int Flush>
 void launch_kloop(const DeviceTiles& tiles) {
-  wgmma_kloop<Atom, kKLoopSteps, Flush><<<tiles.count, 128>>>(tiles);
+  wgmma_kloop<Probe, kKLoopSteps, Flush><<<tiles.count, 128>>>(tiles);
 }
 
-template <class Atom, int Flush>
+template <class Probe, int Flush>
 void run_kloop(std::span<mma::Tile> tiles) {
-  constexpr mma::TileSpec s = Atom::spec;
-  run_on_device({s.instruction, s.m, s.n, kKLoopSteps * s.k, s.a, s.b, s.c}, tiles, launch_kloop<Atom, Flush>);
+  run_on_device(Probe::atom, kKLoopSteps * Probe::atom.k, tiles, launch_kloop<Probe, Flush>);
 }
 
-template <class Atom, int... Flushes>
+template <class Probe, int... Flushes>
 constexpr std::array<KLoopProbe, sizeof...(Flushes)> kloop_probes() {
-  return {KLoopProbe{Atom::spec, kKLoopSteps, Flushes, run_kloop<Atom, Flushes>}...};
+  return {KLoopProbe{Probe::atom, kKLoopSteps, Flushes, run_kloop<Probe, Flushes>}...};
 }
 
 constexpr auto kKLoopProbes = [] {

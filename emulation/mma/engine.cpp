@@ -208,14 +208,14 @@ Engine::Engine(const Instruction& instruction)
     for (int k = 0; k < at.k; ++k) order_[std::size_t(k)] = k;
     return;
   }
-  if (auto why = p_.validate(at.k)) throw std::invalid_argument(at.name + ": " + *why);
-  if (p_.chunk > kMaxChunk) throw std::invalid_argument(fmt::format("{}: chunk {} > {}", at.name, p_.chunk, kMaxChunk));
-  if (p_.scale_mode != ScaleMode::none && !at.scale)
-    throw std::invalid_argument(at.name + ": a block-scaled model needs a scale format");
-  if (p_.scale_mode == ScaleMode::per_product && at.scale->mantissa_bits != 0)
-    throw std::invalid_argument(at.name + ": per-product scales must be powers of two");
+  if (auto why = p_.validate(at.k)) throw std::invalid_argument(at.name.str() + ": " + *why);
+  if (p_.chunk > kMaxChunk) throw std::invalid_argument(fmt::format("{}: chunk {} > {}", at.name.view(), p_.chunk, kMaxChunk));
+  if (p_.scale_mode != ScaleMode::none && !at.block_scaled())
+    throw std::invalid_argument(at.name.str() + ": a block-scaled model needs a scale format");
+  if (p_.scale_mode == ScaleMode::per_product && at.scale.mantissa_bits != 0)
+    throw std::invalid_argument(at.name.str() + ": per-product scales must be powers of two");
   if (p_.scale_mode == ScaleMode::per_group && (p_.interleave != 0 || at.scale_block % p_.group != 0))
-    throw std::invalid_argument(at.name + ": per-group scaling needs k in order and groups inside a scale block");
+    throw std::invalid_argument(at.name.str() + ": per-group scaling needs k in order and groups inside a scale block");
   const int chunks = at.k / p_.chunk;
   std::size_t next = 0;
   for (int c = 0; c < chunks; ++c)
@@ -236,7 +236,7 @@ Engine::Engine(const Instruction& instruction)
   int product_fraction = a_as.mantissa_bits + b_as.mantissa_bits;
   std::int64_t widest_term = 0;  // before the shift
   if (p_.scale_mode == ScaleMode::per_group) {
-    const int fs = at.scale->mantissa_bits;
+    const int fs = at.scale.mantissa_bits;
     product_fraction = at.a.mantissa_bits + at.b.mantissa_bits - at.a.min_exponent() - at.b.min_exponent() + 2 * fs;
     const std::int64_t scale_max = std::int64_t(1) << (fs + 1);
     widest_term = p_.group * widest(at.a) * widest(at.b) * scale_max * scale_max;
@@ -249,7 +249,7 @@ Engine::Engine(const Instruction& instruction)
   // The exact final rounding goes through a double: every chunk sum must stay below 2^53.
   const double bound = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) +
                        std::ldexp(double(std::int64_t(2) << acc_format_.mantissa_bits), std::max(acc_shift_, 0));
-  if (bound >= 0x1p53) throw std::invalid_argument(at.name + ": this model's chunk sums could exceed 53 bits");
+  if (bound >= 0x1p53) throw std::invalid_argument(at.name.str() + ": this model's chunk sums could exceed 53 bits");
   if (p_.scale_mode == ScaleMode::per_group) return;  // group sums run in group_chunk
 
   // The products of a chunk fit 32-bit lanes when their shifted sum stays below 2^31. A zero
@@ -272,7 +272,7 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
   const auto element = [&](Eigen::Index line, Eigen::Index k) { return as_b ? codes[k * lines + line] : codes[line * K + k]; };
   const auto scale_code = [&](Eigen::Index line, Eigen::Index block) {
     // A UE4M3 scale's sign bit is ignored (MMA-Sim); the table holds 7-bit codes.
-    return (as_b ? scales[block * lines + line] : scales[line * blocks + block]) & at.scale->code_count_minus_one();
+    return (as_b ? scales[block * lines + line] : scales[line * blocks + block]) & at.scale.code_count_minus_one();
   };
   Operand op;
   op.K = K;
@@ -284,8 +284,8 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
   op.negative.resize(size);
   op.codes.resize(size);
   op.special_step.assign(std::size_t(lines * steps), 0);
-  if (at.scale) {
-    const auto& scale_table = decode_table(*at.scale);
+  if (at.block_scaled()) {
+    const auto& scale_table = decode_table(at.scale);
     op.scale.resize(std::size_t(lines * blocks));
     for (Eigen::Index line = 0; line < lines; ++line)
       for (Eigen::Index block = 0; block < blocks; ++block)
@@ -297,7 +297,7 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
       const Code code = k < K ? element(line, k) : 0;  // padding: +0 in every modeled format
       Decoded d = table[code];
       bool special = d.special != Special::finite;
-      if (at.scale && k < K) {
+      if (at.block_scaled() && k < K) {
         const Decoded& scale = op.scale[std::size_t(line * blocks + k / at.scale_block)];
         special = special || scale.special != Special::finite;
         if (p_.scale_mode == ScaleMode::per_product) d.exponent += scale.exponent;
@@ -490,7 +490,7 @@ std::optional<std::uint32_t> Engine::special_result(const Operand& a, Eigen::Ind
     const Eigen::Index q = first + t, k = (q / at.k) * at.k + order_[std::size_t(q % at.k)];
     const Decoded& da = (*table_a_)[a.codes[std::size_t(i * a.depth + q)]];
     const Decoded& db = (*table_b_)[b.codes[std::size_t(j * b.depth + q)]];
-    if (at.scale && k < a.K &&
+    if (at.block_scaled() && k < a.K &&
         (a.scale[std::size_t(i * blocks + k / at.scale_block)].special != Special::finite ||
          b.scale[std::size_t(j * blocks + k / at.scale_block)].special != Special::finite))
       nan = true;

@@ -127,20 +127,20 @@ std::optional<Family> parse_family(std::string_view name) {
   return std::nullopt;
 }
 
-bool applies(Family f, const TileSpec& spec) {
-  return int(f) < kCycledFamilies || !spec.c.is_integer();
+bool applies(Family f, const Atom& atom) {
+  return int(f) < kCycledFamilies || !atom.c.is_integer();
 }
 
-Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t index, std::optional<Family> chosen) {
-  Rng rng(seed ^ fnv1a(spec.instruction) ^ (index * 0xD1B54A32D192ED03ull));
-  const Format &fa = spec.a, &fb = spec.b, &fc = spec.c;
+Tile make_input_tile(const Atom& atom, std::uint64_t seed, std::uint64_t index, std::optional<Family> chosen, int depth) {
+  Rng rng(seed ^ fnv1a(atom.name.view()) ^ (index * 0xD1B54A32D192ED03ull));
+  const Format &fa = atom.a, &fb = atom.b, &fc = atom.c;
   const Family family = chosen.value_or(family_of(index));
-  if (!applies(family, spec))
-    throw std::invalid_argument("family " + std::string(to_string(family)) + " does not apply to " +
-                                std::string(spec.instruction) + " (it needs a floating accumulator)");
+  if (!applies(family, atom))
+    throw std::invalid_argument("family " + std::string(to_string(family)) + " does not apply to " + atom.name.str() +
+                                " (it needs a floating accumulator)");
   Tile t;
-  t.instruction = spec.instruction;
-  t.m = spec.m, t.n = spec.n, t.k = spec.k;
+  t.instruction = atom.name.str();
+  t.m = atom.m, t.n = atom.n, t.k = depth > 0 ? depth : atom.k;
   t.a_digits = (fa.code_bits() + 3) / 4;
   t.b_digits = (fb.code_bits() + 3) / 4;
   t.a.resize(std::size_t(t.m) * t.k);
@@ -252,21 +252,21 @@ Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t ind
   return t;
 }
 
-std::optional<bool> exact_check(const TileSpec& s, const Tile& t) {
+std::optional<bool> exact_check(const Atom& s, const Tile& t) {
   const bool integer = s.c.is_integer();
   const auto family = t.extra.contains("family") && t.extra["family"].is_string()
                            ? parse_family(t.extra["family"].get_ref<const std::string&>())
                            : std::nullopt;
   if (!integer && family != Family::exact) return std::nullopt;
-  const bool saturate = s.instruction.find(".satfinite") != std::string_view::npos;
+  const bool saturate = s.satfinite;
   for (int i = 0; i < s.m; ++i)
     for (int j = 0; j < s.n; ++j) {
       const std::size_t at = std::size_t(i) * s.n + j;
       const auto c = accumulator_code(s.c, t.c[at]), d = accumulator_code(s.c, t.d[at]);
       if (!c || !d) return false;
       double sum = decode(s.c, *c);  // exact: integers below 2^53, or multiples of 1/4 below 2^8
-      for (int k = 0; k < s.k; ++k)
-        sum += decode(s.a, t.a[std::size_t(i) * s.k + k]) * decode(s.b, t.b[std::size_t(k) * s.n + j]);
+      for (int k = 0; k < t.k; ++k)
+        sum += decode(s.a, t.a[std::size_t(i) * t.k + k]) * decode(s.b, t.b[std::size_t(k) * s.n + j]);
       if (integer && saturate) sum = std::clamp(sum, lowest_finite(s.c), max_finite(s.c));
       if (integer && !saturate) sum = double(std::int32_t(std::uint32_t(std::int64_t(sum))));
       if (decode(s.c, *d) != sum) return false;

@@ -9,18 +9,10 @@
 #include <string_view>
 
 #include "emulation/format.hpp"
-#include "emulation/mma/instruction.hpp"  // s32
+#include "emulation/mma/atom.hpp"
 #include "emulation/mma/vectors.hpp"
 
 namespace lowbit::mma {
-
-// What an instruction multiplies: D (m x n) = A (m x k) * B (k x n) + C.
-struct TileSpec {
-  std::string_view instruction;  // full PTX name
-  int m = 0, n = 0, k = 0;
-  Format a, b;  // operand element formats
-  Format c;     // accumulator: fp32, fp16 or s32 (C and D)
-};
 
 // By default families cycle with the tile index (index mod kCycledFamilies): the first six are
 // the families of ../shared/spec/mma-vectors.md in its order (t mod 6 there). The targeted
@@ -53,21 +45,25 @@ inline constexpr int kFamilyCount = 11;
 Family family_of(std::uint64_t index);
 std::string_view to_string(Family f);
 std::optional<Family> parse_family(std::string_view name);
-// Whether tiles of family f mean anything for spec (the targeted families need floating accumulators).
-bool applies(Family f, const TileSpec& spec);
+// Whether tiles of family f mean anything for the instruction (the targeted families need
+// floating accumulators).
+bool applies(Family f, const Atom& atom);
 
-// Tile `index` of the stream `seed` for spec, of `family` (default: family_of(index)): arch/device
-// empty, a, b, c filled, d empty. The codes depend on (seed, instruction, index, family) only.
-// extra holds "family", "seed", "index", and "c_type"/"d_type" ("f16", "s32") when the
-// accumulator is not fp32 (C and D words as accumulator_word() in vectors.hpp stores them).
-Tile make_input_tile(const TileSpec& spec, std::uint64_t seed, std::uint64_t index,
-                     std::optional<Family> family = std::nullopt);
+// Tile `index` of the stream `seed` for the instruction, of `family` (default: family_of(index)):
+// A is m x depth, B depth x n (depth: the instruction's k, or a K loop's K; 0 for atom.k);
+// arch/device empty, a, b, c filled, d empty. The codes depend on (seed, instruction name, index,
+// family) only, and the depth on how many there are. extra holds "family", "seed", "index", and "c_type"/"d_type" ("f16",
+// "s32") when the accumulator is not fp32 (C and D words as accumulator_word() in vectors.hpp
+// stores them).
+Tile make_input_tile(const Atom& atom, std::uint64_t seed, std::uint64_t index, std::optional<Family> family = std::nullopt,
+                     int depth = 0);
 
 // Where the arithmetic is exact, every model agrees: integer instructions (the exact sum,
 // wrapped to 32 bits, or saturated when the name has ".satfinite") and the `exact` family of
 // floating ones (sums of multiples of 1/4 below 2^8). Says whether d holds that result
 // (floating results compared as values: the sign of an exact zero sum is the models'
 // business); nothing for other tiles (the family is read from the tile's "family" field). A check of layouts and recording that needs no model.
-std::optional<bool> exact_check(const TileSpec& spec, const Tile& tile);
+// The tile's k is its depth (a K loop's K for K-loop tiles).
+std::optional<bool> exact_check(const Atom& atom, const Tile& tile);
 
 }  // namespace lowbit::mma

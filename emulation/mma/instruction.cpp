@@ -306,13 +306,8 @@ const std::vector<Family>& families() {
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Format> type_format(std::string_view t) {
-  constexpr std::pair<std::string_view, Format> kTypes[]{
-      {"f32", formats::fp32},   {"f16", formats::fp16},   {"bf16", formats::bf16},   {"e4m3", formats::e4m3},
-      {"e5m2", formats::e5m2},  {"e3m2", formats::e3m2},  {"e2m3", formats::e2m3},   {"e2m1", formats::e2m1},
-      {"s8", formats::int8},    {"u8", formats::uint8},   {"s4", formats::int4},     {"u4", formats::uint4},
-      {"s32", s32},             {"ue8m0", formats::ue8m0}, {"ue4m3", formats::ue4m3}};
-  for (const auto& [name, format] : kTypes)
-    if (name == t) return format;
+  for (const auto& type : ptx_types())
+    if (type.name == t) return type.format;
   return std::nullopt;
 }
 
@@ -397,29 +392,13 @@ std::variant<ParsedName, std::string> parse_name(std::string_view name) {
   return p;
 }
 
-// The name as PTX spells it (tcgen05: PTX carries shape and types in the instruction
-// descriptor; our names append them, see docs/mma-models.md).
+// The name as PTX spells it (atom.hpp's spell_name); types may be alternatives such as "{e4m3|e5m2}".
 std::string canonical_name(const ParsedName& p, std::string_view scale_vec) {
+  const std::string vec(scale_vec);
+  NameParts parts{p.issue, p.m, p.n, p.k, p.kind.c_str(), p.block_scale, vec.c_str(), p.satfinite};
+  for (std::size_t i = 0; i < p.types.size() && i < std::size(parts.types); ++i) parts.types[i] = p.types[i].c_str();
   std::string s;
-  const std::string shape = shape_text(p.m, p.n, p.k);
-  const auto qualifiers = [&] {
-    std::string q;
-    if (!p.kind.empty()) q += "." + p.kind;
-    if (p.block_scale) q += ".block_scale";
-    if (!scale_vec.empty()) q += "." + std::string(scale_vec);
-    return q;
-  };
-  std::string types;
-  for (const auto& t : p.types) types += "." + t;
-  switch (p.issue) {
-    case Issue::mma_sync:
-      s = "mma.sync.aligned." + shape + ".row.col" + qualifiers() + (p.satfinite ? ".satfinite" : "") + types;
-      break;
-    case Issue::wgmma:
-      s = "wgmma.mma_async.sync.aligned." + shape + (p.satfinite ? ".satfinite" : "") + types;
-      break;
-    case Issue::tcgen05: s = "tcgen05.mma.cta_group::1" + qualifiers() + "." + shape + types; break;
-  }
+  spell_name(s, parts);
   return s;
 }
 
@@ -501,24 +480,6 @@ std::string family_pattern(const Family& f) {
   }
   if (f.scale_vec_optional) range += fmt::format("  (.{} may be left out)", f.scale_vec);
   return fmt::format("{:<7}{}{}  [{}]", f.arch, name, range, status_text(f));
-}
-
-std::optional<layout::Fragment> a_fragment(Issue issue, int k) {
-  if (issue == Issue::tcgen05) return std::nullopt;
-  if (issue == Issue::wgmma) return k == 16 ? layout::wgmma_m64k16_a16 : layout::wgmma_m64k32_a8;
-  if (k == 16) return layout::mma_m16n8k16_a16;
-  return k == 32 ? layout::mma_m16n8k32_a8 : layout::mma_m16n8k64_a4;
-}
-
-std::optional<layout::Fragment> b_fragment(Issue issue, int k) {
-  if (issue != Issue::mma_sync) return std::nullopt;
-  if (k == 16) return layout::mma_m16n8k16_b16;
-  return k == 32 ? layout::mma_m16n8k32_b8 : layout::mma_m16n8k64_b4;
-}
-
-std::optional<layout::Fragment> c_fragment(Issue issue, int n) {
-  if (issue == Issue::tcgen05) return std::nullopt;
-  return issue == Issue::wgmma ? layout::wgmma_m64_d(n) : layout::mma_m16n8_c;
 }
 
 [[noreturn]] void unknown(std::string_view arch, std::string_view name, const std::string& why) {
@@ -604,28 +565,21 @@ Instruction find_instruction(std::string_view arch_name, std::string_view name) 
       other_arch = true;
       continue;
     }
-    const std::string canonical = canonical_name(p, *scale_vec);
-    if (canonical != name) unknown(arch_name, name, "its parts are modeled, but PTX spells it '" + canonical + "'");
-    Instruction in;
-    Atom& at = in.atom;
-    at.arch = arch;
-    at.name = std::string(name);
-    at.issue = f.issue;
-    at.m = p.m;
-    at.n = p.n;
-    at.k = p.k;
-    at.d = *type_format(p.types[0]);
-    at.a = *type_format(p.types[1]);
-    at.b = *type_format(p.types[2]);
-    at.c = f.c.empty() ? at.d : *type_format(p.types[3]);
+    AtomSpec spec{f.issue, p.m, p.n, p.k, *type_format(p.types[0]), *type_format(p.types[1]), *type_format(p.types[2])};
+    if (!f.c.empty()) spec.c = *type_format(p.types[3]);
+    spec.kind = f.kind.data();  // a literal: nul-terminated
     if (!f.s.empty()) {
-      at.scale = *type_format(p.types.back());
       // scale_vec::NX: N scale factors per row of A (per column of B) for the instruction's k.
-      at.scale_block = p.k / (f.scale_vec[f.scale_vec.size() - 2] - '0');
+      spec.scale_vec = f.scale_vec[f.scale_vec.size() - 2] - '0';
+      spec.scale = *type_format(p.types.back());
+      spec.scale_vec_in_name = !scale_vec->empty();
     }
-    at.a_fragment = a_fragment(f.issue, p.k);
-    at.b_fragment = b_fragment(f.issue, p.k);
-    at.c_fragment = c_fragment(f.issue, p.n);
+    spec.satfinite = p.satfinite;
+    Instruction in;
+    in.arch = arch;
+    in.atom = make_atom(spec);
+    if (in.atom.name.overflowed || in.atom.name.view() != name)
+      unknown(arch_name, name, "its parts are modeled, but PTX spells it '" + canonical_name(p, *scale_vec) + "'");
     in.model = f.model;
     in.source = f.source;
     const bool recorded =

@@ -103,10 +103,10 @@ class Reference {
 
   // The scale factor of A's row (or B's column) for element k; padding (k >= K) has none.
   std::optional<Value> scale(const Line& line, bool of_a, int k) const {
-    if (!at_.scale || k >= line.K) return std::nullopt;
+    if (!at_.block_scaled() || k >= line.K) return std::nullopt;
     const Eigen::Index block = k / at_.scale_block;
     const Code code = of_a ? (*line.scale_a)(line.i, block) : (*line.scale_b)(block, line.j);
-    return value_of(*at_.scale, code & at_.scale->code_count_minus_one());  // a UE4M3 sign bit is ignored
+    return value_of(at_.scale, code & at_.scale.code_count_minus_one());  // a UE4M3 sign bit is ignored
   }
 
   std::uint32_t fused_chunk(const Line& line, const std::vector<int>& ks, std::uint32_t acc_bits) const {
@@ -154,7 +154,7 @@ class Reference {
           all_zero = all_zero && product == 0;
         }
         const auto sa = scale(line, true, ks[g]), sb = scale(line, false, ks[g]);
-        const int min_e = at_.scale->min_exponent();
+        const int min_e = at_.scale.min_exponent();
         const bool zero = all_zero || sa->x == 0 || sb->x == 0;
         terms.push_back({sum * sa->x * sb->x, zero ? p_.zero_exponent : exponent_of(sa->x, min_e) + exponent_of(sb->x, min_e)});
       }
@@ -172,7 +172,7 @@ class Reference {
                        exponent_of(y, p_.arithmetic_format(at_.b).min_exponent());
         if (const auto sa = scale(line, true, k), sb = scale(line, false, k); sa && sb) {
           product *= sa->x * sb->x;
-          exponent += exponent_of(sa->x, at_.scale->min_exponent()) + exponent_of(sb->x, at_.scale->min_exponent());
+          exponent += exponent_of(sa->x, at_.scale.min_exponent()) + exponent_of(sb->x, at_.scale.min_exponent());
         }
         terms.push_back({product, exponent});
       }
@@ -219,7 +219,7 @@ class Reference {
 
 MatrixCode reference_gemm(const Instruction& instruction, const GemmOperands& op, const KLoop& loop) {
   const Atom& at = instruction.atom;
-  if (auto why = loop.validate(at, op.a.cols(), at.scale.has_value())) throw std::invalid_argument("reference: " + *why);
+  if (auto why = loop.validate(at, op.a.cols(), at.block_scaled())) throw std::invalid_argument("reference: " + *why);
   if (op.b.rows() != op.a.cols() || op.c.rows() != op.a.rows() || op.c.cols() != op.b.cols())
     throw std::invalid_argument("reference: operand shapes disagree");
   const Reference reference(instruction);
@@ -237,14 +237,14 @@ MatrixCode reference_gemm(const Instruction& instruction, const GemmOperands& op
 
 std::vector<std::uint32_t> reference_execute(const Instruction& instruction, const TileInputs& in) {
   const Atom& at = instruction.atom;
-  if (auto why = check_inputs(at, in)) throw std::invalid_argument(at.name + ": " + *why);
+  if (auto why = check_inputs(at, in)) throw std::invalid_argument(at.name.str() + ": " + *why);
   const auto matrix = [](std::span<const std::uint32_t> codes, int rows, int cols) {
     return MatrixCode(MatrixView<std::uint32_t>(codes.data(), rows, cols));
   };
   const MatrixCode a = matrix(in.a, at.m, at.k), b = matrix(in.b, at.k, at.n), c = matrix(in.c, at.m, at.n);
   MatrixCode sa, sb;
-  if (at.scale) sa = matrix(in.scale_a, at.m, at.scale_columns()), sb = matrix(in.scale_b, at.scale_columns(), at.n);
-  const MatrixCode d = reference_gemm(instruction, {a, b, c, at.scale ? &sa : nullptr, at.scale ? &sb : nullptr});
+  if (at.block_scaled()) sa = matrix(in.scale_a, at.m, at.scale_columns()), sb = matrix(in.scale_b, at.scale_columns(), at.n);
+  const MatrixCode d = reference_gemm(instruction, {a, b, c, at.block_scaled() ? &sa : nullptr, at.block_scaled() ? &sb : nullptr});
   return {d.data(), d.data() + d.size()};
 }
 

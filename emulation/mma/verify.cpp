@@ -47,14 +47,14 @@ TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
   }
   if (tile.m != at.m || tile.n != at.n || (flush ? tile.k % at.k != 0 : tile.k != at.k)) {
     v.error = flush ? fmt::format("K-loop shape m{}n{}k{} in the line, but {} needs m{}n{} and K a multiple of {}",
-                                  tile.m, tile.n, tile.k, at.name, at.m, at.n, at.k)
-                    : fmt::format("shape m{}n{}k{} in the line, but {} is m{}n{}k{}", tile.m, tile.n, tile.k, at.name,
+                                  tile.m, tile.n, tile.k, at.name.view(), at.m, at.n, at.k)
+                    : fmt::format("shape m{}n{}k{} in the line, but {} is m{}n{}k{}", tile.m, tile.n, tile.k, at.name.view(),
                                   at.m, at.n, at.k);
     return v;
   }
   if (tile.a_digits != hex_digits(at.a) || tile.b_digits != hex_digits(at.b)) {
     v.error = fmt::format("A/B codes have {}/{} hex digits, but {} takes {} x {} ({}/{} digits)", tile.a_digits,
-                          tile.b_digits, at.name, format_name(at.a), format_name(at.b), hex_digits(at.a),
+                          tile.b_digits, at.name.view(), format_name(at.a), format_name(at.b), hex_digits(at.a),
                           hex_digits(at.b));
     return v;
   }
@@ -66,10 +66,10 @@ TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
     const auto& value = tile.extra[field];
     const std::string_view expected = accumulator_type(*accumulator);
     if (!value.is_string() || value.get_ref<const std::string&>() != expected)
-      return v.error = fmt::format("field '{}' is {}, but {} takes {}", field, value.dump(), at.name, expected), v;
+      return v.error = fmt::format("field '{}' is {}, but {} takes {}", field, value.dump(), at.name.view(), expected), v;
   }
   std::vector<Code> scale_a, scale_b;
-  if (at.scale) {
+  if (at.block_scaled()) {
     const auto columns = std::size_t(tile.k / at.scale_block);
     if (auto e = read_scales(tile, "scale_a", std::size_t(at.m) * columns, scale_a)) return v.error = *e, v;
     if (auto e = read_scales(tile, "scale_b", columns * std::size_t(at.n), scale_b)) return v.error = *e, v;
@@ -88,10 +88,10 @@ TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model) {
       return MatrixCode(MatrixView<std::uint32_t>(codes.data(), rows, cols));
     };
     const MatrixCode a = matrix(tile.a, tile.m, tile.k), b = matrix(tile.b, tile.k, tile.n), cm = matrix(c, tile.m, tile.n);
-    const int blocks = at.scale ? tile.k / at.scale_block : 0;
-    const MatrixCode sa = matrix(scale_a, at.scale ? tile.m : 0, blocks), sb = matrix(scale_b, blocks, at.scale ? tile.n : 0);
+    const int blocks = at.block_scaled() ? tile.k / at.scale_block : 0;
+    const MatrixCode sa = matrix(scale_a, at.block_scaled() ? tile.m : 0, blocks), sb = matrix(scale_b, blocks, at.block_scaled() ? tile.n : 0);
     try {
-      const MatrixCode out = gemm(*v.instruction, {a, b, cm, at.scale ? &sa : nullptr, at.scale ? &sb : nullptr},
+      const MatrixCode out = gemm(*v.instruction, {a, b, cm, at.block_scaled() ? &sa : nullptr, at.block_scaled() ? &sb : nullptr},
                                   KLoop{*flush, false});
       d.assign(out.data(), out.data() + out.size());
     } catch (const std::invalid_argument& e) {

@@ -180,7 +180,7 @@ TEST_CASE("vector lines of block-scaled and f16-accumulator instructions", "[mma
     std::vector<std::uint32_t> c;
     for (int i = 0; i < at.m * at.n; ++i) c.push_back(std::uint32_t(rng()) & at.c.code_count_minus_one());
     std::vector<Code> sa, sb;
-    if (at.scale) {
+    if (at.block_scaled()) {
       for (int i = 0; i < at.m * at.scale_columns(); ++i) sa.push_back(Code(120 + rng() % 16));
       for (int i = 0; i < at.scale_columns() * at.n; ++i) sb.push_back(Code(120 + rng() % 16));
       const auto hex = [](const std::vector<Code>& v) {
