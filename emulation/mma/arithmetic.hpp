@@ -3,7 +3,7 @@
 // Operands are element codes in the math orientation (A: m x k row-major, B: k x n row-major),
 // exactly as the vector files hold them; C and D are accumulator bit patterns (binary32, binary16
 // in the low 16 bits, or s32; the vector files hold binary16 widened to binary32, see
-// accumulator_word in vectors.hpp). Block-scaled instructions take scale codes too.
+// accumulator_word in verification/vectors.hpp). Block-scaled instructions take scale codes too.
 #pragma once
 
 #include <cstdint>

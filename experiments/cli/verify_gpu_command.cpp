@@ -6,13 +6,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "emulation/mma/families.hpp"
-#include "emulation/mma/vector_file.hpp"
-#include "emulation/mma/verify.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/cli/gpu_run.hpp"
-#include "kernels/mma_probe.hpp"
+#include "kernels/probes/mma_probe.hpp"
 #include "numerics/parallel.hpp"
+#include "verification/families.hpp"
+#include "verification/tile_codes.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 
 namespace lowbit::cli {
 namespace {
@@ -36,8 +37,15 @@ struct Job {
   int depth = 0;                     // the tiles' k: the instruction's, or the K loop's depth
   std::string label;                 // the row's name; also names the sample and failure files
   std::optional<int> mmas_per_flush;  // K-loop jobs: recorded in each tile, read back by verify_tile
-  void (*run)(std::span<mma::Tile> tiles);
+  void (*run)(const kernels::TileBatch& tiles);
 };
+
+// The job's probe on a batch of vector-file tiles: fills each tile's d.
+void run_on_gpu(const Job& job, std::span<mma::Tile> tiles) {
+  mma::TileCodes codes = mma::tile_codes(job.atom, job.depth, tiles);
+  job.run({codes.count, codes.a, codes.b, codes.c, codes.d});
+  mma::store_d(job.atom, codes, tiles);
+}
 
 struct Row {
   std::string instruction;
@@ -123,7 +131,7 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
       if (job.mmas_per_flush) tiles[i].extra["mmas_per_flush"] = *job.mmas_per_flush;
     });
     row.generate_seconds += seconds_since(phase);
-    job.run(tiles);
+    run_on_gpu(job, tiles);
     row.gpu_seconds += seconds_since(phase);
     for (auto& failed : neighbour_failed) failed.assign(count, 0);
     parallel_for(count, [&](std::size_t i, unsigned) {

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 
 #include "emulation/mma/arithmetic.hpp"
-#include "emulation/mma/verify.hpp"
-#include "emulation/mma/vector_file.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 #include "experiments/cli/command.hpp"
 
 namespace lowbit::cli {

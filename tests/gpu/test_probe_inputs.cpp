@@ -10,9 +10,10 @@
 
 #include "emulation/convert.hpp"
 #include "emulation/mma/arithmetic.hpp"
-#include "emulation/mma/families.hpp"
-#include "emulation/mma/vector_file.hpp"
-#include "emulation/mma/verify.hpp"
+#include "verification/families.hpp"
+#include "verification/tile_codes.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
@@ -251,4 +252,30 @@ TEST_CASE("tiny_products tiles pin the zero-term exponent of bf16 to one integer
       CHECK(tiles_telling_apart(name, Family::tiny_products, neighbour, 200) >= 10);
     }
   }
+}
+
+TEST_CASE("tiles become the probes' code arrays and back", "[probes]") {
+  std::vector<Tile> tiles{make_input_tile(kF16Acc, 4, 0), make_input_tile(kF16Acc, 4, 1, Family::subnormal_c)};
+  const TileCodes codes = tile_codes(kF16Acc, kF16Acc.k, tiles);
+  REQUIRE(codes.count == 2);
+  REQUIRE(codes.a.size() == 2u * 64 * 16);
+  REQUIRE(codes.c.size() == 2u * 64 * 8);
+  CHECK(codes.a[64 * 16] == tiles[1].a[0]);
+  CHECK(codes.b.back() == tiles[1].b.back());
+  // C is held as f16 codes (the files widen them to binary32); D comes back as the files' words.
+  CHECK(codes.c[64 * 8] == *accumulator_code(formats::fp16, tiles[1].c[0]));
+  CHECK((codes.c[64 * 8] & 0x7c00) == 0);
+  TileCodes gpu = codes;
+  gpu.d = gpu.c;  // as if D = C
+  store_d(kF16Acc, gpu, tiles);
+  CHECK(tiles[1].d == tiles[1].c);
+  CHECK(tiles[0].d == tiles[0].c);
+
+  Tile wrong = tiles[0];
+  wrong.b.pop_back();
+  CHECK_THROWS_WITH(tile_codes(kF16Acc, kF16Acc.k, std::vector<Tile>{tiles[0], wrong}),
+                    Catch::Contains("tile 1 of wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16: field sizes"));
+  wrong = tiles[0];
+  wrong.c[3] = 0x3f800001;  // not an f16 value
+  CHECK_THROWS_WITH(tile_codes(kF16Acc, kF16Acc.k, std::vector<Tile>{wrong}), Catch::Contains("C word 3"));
 }

@@ -5,7 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include "emulation/mma/instruction.hpp"
-#include "kernels/mma_probe.hpp"
+#include "kernels/probes/mma_probe.hpp"
 
 using namespace lowbit;
 

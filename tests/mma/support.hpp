@@ -12,7 +12,7 @@
 #include "emulation/convert.hpp"
 #include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/gemm.hpp"
-#include "emulation/mma/reference.hpp"
+#include "verification/reference.hpp"
 
 namespace lowbit::mma::test {
 

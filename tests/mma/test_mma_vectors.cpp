@@ -13,8 +13,8 @@
 
 #include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/gemm.hpp"
-#include "emulation/mma/vector_file.hpp"
-#include "emulation/mma/verify.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;

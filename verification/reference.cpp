@@ -1,4 +1,4 @@
-#include "emulation/mma/reference.hpp"
+#include "verification/reference.hpp"
 
 #include <bit>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "emulation/mma/verify.hpp"
+#include "verification/verify.hpp"
 
 #include <set>
 

@@ -1,4 +1,4 @@
-// Recomputing a recorded tile (emulation/mma/vectors.hpp) with the instruction's model and
+// Recomputing a recorded tile (verification/vectors.hpp) with the instruction's model and
 // comparing every output bit (the sign of zero and NaN payloads included).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "emulation/mma/instruction.hpp"
-#include "emulation/mma/vectors.hpp"
+#include "verification/vectors.hpp"
 
 namespace lowbit::mma {
 

@@ -9,7 +9,7 @@
 
 #include "emulation/layout.hpp"
 #include "emulation/mma/atom.hpp"
-#include "emulation/mma/vectors.hpp"
+#include "kernels/probes/mma_probe.hpp"
 
 namespace lowbit::kernels {
 
@@ -66,8 +66,8 @@ __device__ void store_fragment(const std::uint32_t (&regs)[Registers], int threa
   for (int i = 0; i < F.value_count; ++i) codes[offsets[i]] = (regs[i / per_register] >> (Bits * (i % per_register))) & mask;
 }
 
-// Runs `launch` on the device copies of `tiles` (all of instruction `atom`, A m x depth, B
-// depth x n) and writes each tile's d. Defined in probe_io.cu.
-void run_on_device(const mma::Atom& atom, int depth, std::span<mma::Tile> tiles, void (*launch)(const DeviceTiles&));
+// Runs `launch` on device copies of `tiles` (instruction `atom`, A m x depth, B depth x n) and
+// writes tiles.d, as MmaProbe::run promises. Defined in probe_io.cu.
+void run_on_device(const mma::Atom& atom, int depth, const TileBatch& tiles, void (*launch)(const DeviceTiles&));
 
 }  // namespace lowbit::kernels

@@ -10,7 +10,7 @@
 
 #include "emulation/format.hpp"
 #include "emulation/mma/atom.hpp"
-#include "emulation/mma/vectors.hpp"
+#include "verification/vectors.hpp"
 
 namespace lowbit::mma {
 

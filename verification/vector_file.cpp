@@ -1,4 +1,4 @@
-#include "emulation/mma/vector_file.hpp"
+#include "verification/vector_file.hpp"
 
 #include <zlib.h>
 

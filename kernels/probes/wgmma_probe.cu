@@ -10,8 +10,8 @@
 // (SageAttention2's FP32 buffer for the FP22 accumulator).
 #include <array>
 
-#include "kernels/mma_probe.hpp"
-#include "kernels/probe_io.cuh"
+#include "kernels/probes/mma_probe.hpp"
+#include "kernels/probes/probe_io.cuh"
 
 namespace lowbit::kernels {
 namespace {
@@ -227,7 +227,7 @@ void launch(const DeviceTiles& tiles) {
 }
 
 template <class Probe>
-void run(std::span<mma::Tile> tiles) {
+void run(const TileBatch& tiles) {
   run_on_device(Probe::atom, Probe::atom.k, tiles, launch<Probe>);
 }
 
@@ -255,7 +255,7 @@ void launch_kloop(const DeviceTiles& tiles) {
 }
 
 template <class Probe, int Flush>
-void run_kloop(std::span<mma::Tile> tiles) {
+void run_kloop(const TileBatch& tiles) {
   run_on_device(Probe::atom, kKLoopSteps * Probe::atom.k, tiles, launch_kloop<Probe, Flush>);
 }
 

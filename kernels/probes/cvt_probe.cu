@@ -3,7 +3,7 @@
 // ue8m0 cvt forms for sm_90a ("not supported on .target 'sm_90a'"), and the e4m3x2/e5m2x2 forms
 // without .satfinite ("'.satfinite' modifier required"); the SASS dump of each kernel
 // (docs/gpu-probes.md) shows which path it took.
-#include "kernels/cvt_probe.hpp"
+#include "kernels/probes/cvt_probe.hpp"
 
 #include <array>
 #include <stdexcept>

@@ -1,4 +1,4 @@
-#include "emulation/mma/families.hpp"
+#include "verification/families.hpp"
 
 #include <algorithm>
 #include <array>

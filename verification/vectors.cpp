@@ -1,4 +1,4 @@
-#include "emulation/mma/vectors.hpp"
+#include "verification/vectors.hpp"
 
 #include "emulation/convert.hpp"
 

@@ -3,8 +3,8 @@
 // D through the C map.
 #include <array>
 
-#include "kernels/mma_probe.hpp"
-#include "kernels/probe_io.cuh"
+#include "kernels/probes/mma_probe.hpp"
+#include "kernels/probes/probe_io.cuh"
 
 namespace lowbit::kernels {
 namespace {
@@ -88,7 +88,7 @@ void launch(const DeviceTiles& tiles) {
 }
 
 template <class Probe>
-void run(std::span<mma::Tile> tiles) {
+void run(const TileBatch& tiles) {
   run_on_device(Probe::atom, Probe::atom.k, tiles, launch<Probe>);
 }
 
