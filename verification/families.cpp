@@ -141,8 +141,8 @@ Tile make_input_tile(const Atom& atom, std::uint64_t seed, std::uint64_t index, 
   Tile t;
   t.instruction = atom.name.str();
   t.m = atom.m, t.n = atom.n, t.k = depth > 0 ? depth : atom.k;
-  t.a_digits = (fa.code_bits() + 3) / 4;
-  t.b_digits = (fb.code_bits() + 3) / 4;
+  t.a_digits = element_digits(fa);
+  t.b_digits = element_digits(fb);
   t.a.resize(std::size_t(t.m) * t.k);
   t.b.resize(std::size_t(t.k) * t.n);
   t.c.assign(std::size_t(t.m) * t.n, accumulator_word(fc, 0));
@@ -245,6 +245,8 @@ Tile make_input_tile(const Atom& atom, std::uint64_t seed, std::uint64_t index, 
       break;
     }
   }
+  for (auto& x : t.a) x = element_word(fa, x);
+  for (auto& x : t.b) x = element_word(fb, x);
   t.extra["family"] = to_string(family);
   t.extra["seed"] = seed;
   t.extra["index"] = index;
@@ -265,8 +267,11 @@ std::optional<bool> exact_check(const Atom& s, const Tile& t) {
       const auto c = accumulator_code(s.c, t.c[at]), d = accumulator_code(s.c, t.d[at]);
       if (!c || !d) return false;
       double sum = decode(s.c, *c);  // exact: integers below 2^53, or multiples of 1/4 below 2^8
-      for (int k = 0; k < t.k; ++k)
-        sum += decode(s.a, t.a[std::size_t(i) * t.k + k]) * decode(s.b, t.b[std::size_t(k) * s.n + j]);
+      for (int k = 0; k < t.k; ++k) {
+        const auto a = element_code(s.a, t.a[std::size_t(i) * t.k + k]), b = element_code(s.b, t.b[std::size_t(k) * s.n + j]);
+        if (!a || !b) return false;
+        sum += decode(s.a, *a) * decode(s.b, *b);
+      }
       if (integer && saturate) sum = std::clamp(sum, lowest_finite(s.c), max_finite(s.c));
       if (integer && !saturate) sum = double(std::int32_t(std::uint32_t(std::int64_t(sum))));
       if (decode(s.c, *d) != sum) return false;

@@ -107,6 +107,20 @@ ParsedTile parse_tile_line(std::string_view line) {
   return {std::move(t), ""};
 }
 
+namespace {
+int top_alignment(const Format& f) { return !f.is_integer() && f.storage_bits == 32 ? 32 - f.code_bits() : 0; }
+}  // namespace
+
+std::uint32_t element_word(const Format& f, Code code) { return code << top_alignment(f); }
+
+std::optional<Code> element_code(const Format& f, std::uint32_t word) {
+  const int shift = top_alignment(f);
+  if (shift > 0 && (word & ((1u << shift) - 1)) != 0) return std::nullopt;
+  return Code(word >> shift);
+}
+
+int element_digits(const Format& f) { return f.storage_bits / 4; }
+
 // Accumulators narrower than 32 bits are IEEE formats whose values all lie in binary32.
 std::uint32_t accumulator_word(const Format& f, Code code) {
   if (f.code_bits() == 32) return code;

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "emulation/mma/instruction.hpp"
@@ -33,14 +35,32 @@ struct TileVerdict {
 // instruction's): D is gemm() with KLoop{mmas_per_flush}, C and D fp32 once flushed.
 TileVerdict verify_tile(const Tile& tile, const std::optional<Model>& model = std::nullopt);
 
-// Models next to `model`, one parameter changed each (F - 1, F + 1, L / 2, the other output
-// rounding, C entering the other way, consecutive chunks, operands not unpacked, other zero-term
-// exponents), to see which parameters recorded tiles pin down: a parameter is verified only if
-// its neighbours fail tiles.
+// Models next to the instruction's, one parameter changed each (F - 1, F + 1, L / 2, the other
+// output rounding, C entering the other way, consecutive chunks, operands not unpacked, other
+// zero-term exponents), to see which parameters recorded tiles pin down: a parameter is verified
+// only if its neighbours fail tiles. A neighbour the engine cannot run on this instruction is
+// listed with the reason and not run.
 struct NeighbourModel {
   std::string change;
   Model model;
+  std::string skipped;  // why the model cannot run this instruction, or empty
 };
-std::vector<NeighbourModel> neighbouring_models(const Model& model);
+std::vector<NeighbourModel> neighbouring_models(const Instruction& instruction);
+
+// Parameters to change in every instruction's model, as `lowbit verify-vectors --change` reads
+// them: comma-separated key=value, e.g. "L=32,F=25,c=aligned,unpack=none" (keys: L, F,
+// interleave, c = aligned | after, rounding = rz-fp32 | rz-e8m13 | rne-fp16, unpack = none | f16,
+// e_zero, zero = keep-sign | plus). To test a published model against recorded tiles.
+struct ModelChange {
+  std::optional<int> chunk, fraction_bits, interleave, zero_exponent;
+  std::optional<CEntry> c_entry;
+  std::optional<OutputRounding> rounding;
+  std::optional<std::optional<Format>> unpack_to;
+  std::optional<bool> rounded_zero_keeps_sign;
+
+  Model applied_to(Model model) const;
+};
+// The change, or why the text is not one (naming the key or value).
+std::variant<ModelChange, std::string> parse_model_change(std::string_view text);
 
 }  // namespace lowbit::mma

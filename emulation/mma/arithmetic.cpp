@@ -41,6 +41,15 @@ std::optional<std::string> check_inputs(const Atom& at, const TileInputs& in) {
   return std::nullopt;
 }
 
+std::optional<std::string> check_model(const Instruction& instruction) {
+  try {
+    const detail::Engine engine(instruction);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
 std::vector<std::uint32_t> execute(const Instruction& instruction, const TileInputs& in) {
   const Atom& at = instruction.atom;
   if (auto why = check_inputs(at, in)) throw std::invalid_argument(at.name.str() + ": " + *why);

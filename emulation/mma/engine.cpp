@@ -22,6 +22,8 @@ namespace {
 constexpr std::uint32_t kFp32PositiveInf = 0x7f80'0000, kFp32NegativeInf = 0xff80'0000;
 constexpr std::uint32_t kFp16PositiveInf = 0x7c00, kFp16NegativeInf = 0xfc00;
 constexpr int kMaxChunk = 64;
+// Operand formats up to tf32 (19 bits: a 2^19-entry table, 8 MiB, built on first use).
+constexpr int kMaxTableBits = 19;
 // The exponent zero codes decode with: low enough that a zero product's ea + eb never reaches a
 // model's zero-term exponent (the kernel gives zero products e_zero itself where it matters).
 constexpr int kZeroCodeExponent = -(1 << 20);
@@ -155,17 +157,24 @@ LOWBIT_PRODUCT_SUMS(sums32_16, std::int32_t, 16, false)
 LOWBIT_PRODUCT_SUMS(sums32_32, std::int32_t, 32, false)
 LOWBIT_PRODUCT_SUMS(sums32_16_blend, std::int32_t, 16, true)
 LOWBIT_PRODUCT_SUMS(sums32_32_blend, std::int32_t, 32, true)
+LOWBIT_PRODUCT_SUMS(sums64_1_blend, std::int64_t, 1, true)
+LOWBIT_PRODUCT_SUMS(sums64_2_blend, std::int64_t, 2, true)
+LOWBIT_PRODUCT_SUMS(sums64_4_blend, std::int64_t, 4, true)
 LOWBIT_PRODUCT_SUMS(sums64_8_blend, std::int64_t, 8, true)
 LOWBIT_PRODUCT_SUMS(sums64_16_blend, std::int64_t, 16, true)
 LOWBIT_PRODUCT_SUMS(sums64_32_blend, std::int64_t, 32, true)
 LOWBIT_PRODUCT_SUMS(sums64_64_blend, std::int64_t, 64, true)
 #undef LOWBIT_PRODUCT_SUMS
 
-// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
+// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model
+// (every chunk that divides a modeled k: a power of two up to kMaxChunk).
 ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
   if (narrow && chunk == 16) return blend ? sums32_16_blend : sums32_16;
   if (narrow && chunk == 32) return blend ? sums32_32_blend : sums32_32;
   switch (chunk) {
+    case 1: return sums64_1_blend;
+    case 2: return sums64_2_blend;
+    case 4: return sums64_4_blend;
     case 8: return sums64_8_blend;
     case 16: return sums64_16_blend;
     case 32: return sums64_32_blend;
@@ -182,7 +191,8 @@ const std::vector<Decoded>& decode_table(const Format& f, const Format& as) {
   const std::lock_guard<std::mutex> lock(mutex);
   for (const auto& [format, format_as, table] : cache)
     if (format == f && format_as == as) return *table;
-  if (f.code_bits() > 16) throw std::invalid_argument("decode_table: " + format_name(f) + " is wider than 16 bits");
+  if (f.code_bits() > kMaxTableBits)
+    throw std::invalid_argument(fmt::format("decode_table: {} is wider than {} bits", format_name(f), kMaxTableBits));
   auto table = std::make_unique<std::vector<Decoded>>(std::size_t(f.code_count_minus_one()) + 1);
   for (Code c = 0; c < table->size(); ++c) (*table)[c] = decode_one(f, as, c);
   cache.emplace_back(f, as, std::move(table));
@@ -261,6 +271,7 @@ Engine::Engine(const Instruction& instruction)
   const bool blend = p_.scale_mode != ScaleMode::none || a_as.min_exponent() + b_as.min_exponent() <= p_.zero_exponent ||
                      acc_format_.min_exponent() <= p_.zero_exponent;
   product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
+  if (!product_sums_) throw std::invalid_argument(fmt::format("{}: no product-sum kernel for chunk L={}", at.name.view(), p_.chunk));
 }
 
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,

@@ -111,7 +111,10 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
   try {
     const mma::Instruction instruction = mma::find_instruction(gpu.arch, s.name.view());
     row.model = std::string(mma::to_string(instruction.source.status));
-    if (args.neighbours) neighbours = mma::neighbouring_models(instruction.model);
+    if (args.neighbours)
+      for (auto& n : mma::neighbouring_models(instruction))
+        if (n.skipped.empty()) neighbours.push_back(std::move(n));
+        else fmt::print(stderr, "{}: neighbour {} skipped: {}\n", row.instruction, n.change, n.skipped);
   } catch (const mma::UnknownInstruction&) {
     modeled = false;
   }
