@@ -204,6 +204,8 @@ inline constexpr Format int4{FormatKind::integer, 0, 3, 0, true, NanEncoding::no
 inline constexpr Format uint8{FormatKind::integer, 0, 8, 0, false, NanEncoding::none, InfEncoding::none, false, true, 8};
 // uint4: plain binary in 4 bits, 0 .. 15 (0b1111); no NaN/Inf; two codes per byte.
 inline constexpr Format uint4{FormatKind::integer, 0, 4, 0, false, NanEncoding::none, InfEncoding::none, false, true, 4};
+// s32: two's complement in 32 bits, the accumulator of integer tensor-core instructions.
+inline constexpr Format s32{FormatKind::integer, 0, 31, 0, true, NanEncoding::none, InfEncoding::none, false, true, 32};
 }  // namespace formats
 
 struct NamedFormat {

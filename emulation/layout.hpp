@@ -33,6 +33,8 @@ struct Fragment {
 
   friend constexpr bool operator==(const Fragment&, const Fragment&) = default;
 
+  // No map: the operand is not held in registers, or this shape has no map yet.
+  LOWBIT_HD constexpr bool empty() const { return value_count == 0; }
   LOWBIT_HD constexpr int threads() const { return 1 << thread_bits; }
   LOWBIT_HD constexpr Offset operator()(int thread, int value) const {
     Offset o;

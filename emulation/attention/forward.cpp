@@ -420,12 +420,12 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       const MatrixCode b = kv.v_operand.codes.middleRows(first_v + j0, width);
       const MatrixCode zero = MatrixCode::Zero(rows, dv);
       MatrixCode a_scales, b_scales;
-      if (pv.atom.scale) {
+      if (pv.atom.block_scaled()) {
         a_scales = pb.scales.middleCols(j0 / pv.atom.scale_block, width / pv.atom.scale_block);
         b_scales = kv.v_scales.middleRows((first_v + j0) / pv.atom.scale_block, width / pv.atom.scale_block);
       }
-      const MatrixCode d = mma::gemm(pv, {a, b, zero, pv.atom.scale ? &a_scales : nullptr,
-                                          pv.atom.scale ? &b_scales : nullptr});
+      const MatrixCode d = mma::gemm(pv, {a, b, zero, pv.atom.block_scaled() ? &a_scales : nullptr,
+                                          pv.atom.block_scaled() ? &b_scales : nullptr});
       for (int r = 0; r < rows; ++r) {
         const float a_r = j0 == 0 ? alpha[std::size_t(r)] : 1.0f;  // later intervals of the block add plainly
         for (int c = 0; c < dv; ++c) {
@@ -491,7 +491,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
              std::nullopt, std::nullopt};
   if (!cx.qk_fp32_fma) cx.qk = pl.qk_instruction();
   if (!cx.pv_fp32_fma) cx.pv = pl.pv_instruction(v.dim);
-  cx.qk_integer = cx.qk && cx.qk->atom.d == mma::s32;
+  cx.qk_integer = cx.qk && cx.qk->atom.d == formats::s32;
   const int qk_k = cx.qk ? cx.qk->atom.k : 1;
   cx.shape = {q.tokens, k.tokens, q.dim, v.dim, round_up(q.tokens, pl.tiling.block_q),
               round_up(k.tokens, pl.tiling.block_kv), round_up(q.dim, qk_k)};

@@ -38,7 +38,7 @@ struct Sage2HopperRecipe {
 
   // The tiling the per-thread INT8 groups of Q and K are derived from.
   LOWBIT_HD constexpr quant::ThreadTiling qk_tiling() const {
-    return quant::ThreadTiling{quant::atoms::wgmma_m64k32_s8(block_kv), consumer_warps, block_q, block_kv};
+    return quant::ThreadTiling{mma::atoms::wgmma_m64nNk32_s32_s8_s8(block_kv), consumer_warps, block_q, block_kv};
   }
 };
 

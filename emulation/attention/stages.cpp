@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <mutex>
-#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -82,19 +80,11 @@ std::string resolve_n(std::string_view name, int n) {
   return s;
 }
 
-// The PTX accumulator fragment of a registry instruction, as the quantizer's atom; the quantizer's
-// own named atoms where one has these parameters (so groupings keep their names).
-quant::MmaAtom quantizer_atom(const mma::Instruction& in) {
-  const mma::Atom& at = in.atom;
-  if (!at.c_fragment) throw std::invalid_argument(at.name + " has no register accumulator fragment");
-  for (const quant::MmaAtom& a : {quant::atoms::mma_m16n8k32_s8, quant::atoms::mma_m16n8k64_s4,
-                                  quant::atoms::wgmma_m64k32_s8(at.n)})
-    if (a.m == at.m && a.n == at.n && a.k == at.k && a.element == at.a && a.accumulator == *at.c_fragment) return a;
-  // Other instructions: the registry's name, kept alive for the atom's const char*.
-  static std::mutex mutex;
-  static std::set<std::string> names;
-  const std::lock_guard lock(mutex);
-  return quant::MmaAtom{names.insert(at.name).first->c_str(), at.m, at.n, at.k, at.a, *at.c_fragment};
+// The registry's record of an instruction is the atom the quantizer's thread groups read.
+mma::Atom quantizer_atom(const mma::Instruction& in) {
+  if (in.atom.c_fragment.empty())
+    throw std::invalid_argument(std::string(in.atom.name.view()) + " has no register accumulator fragment");
+  return in.atom;
 }
 
 bool block_scaled(Granularity g) { return g == Granularity::nvfp4 || g == Granularity::mx; }
@@ -102,17 +92,17 @@ bool amax_scaled(Granularity g) { return g != Granularity::none; }
 
 // The block scale format and block an instruction's scale factors use.
 std::optional<std::string> fits_block_scales(const OperandStage& op, const mma::Atom& at, std::string_view role) {
-  const bool wants = at.scale.has_value();
+  const bool wants = at.block_scaled();
   if (wants != block_scaled(op.granularity))
-    return fmt::format("{}: {} {} block scales, but {}'s granularity is {}", at.name, role,
+    return fmt::format("{}: {} {} block scales, but {}'s granularity is {}", at.name.view(), role,
                        wants ? "takes" : "takes no", role, to_string(op.granularity));
   if (!wants) return std::nullopt;
   const bool nvfp4 = op.granularity == Granularity::nvfp4;
   const Format scale = nvfp4 ? formats::ue4m3 : formats::ue8m0;
   const int block = nvfp4 ? 16 : 32;
-  if (*at.scale != scale || at.scale_block != block)
-    return fmt::format("{} scales 1x{} blocks in {}; {} granularity is 1x{} in {}", at.name, at.scale_block,
-                       format_name(*at.scale), to_string(op.granularity), block, format_name(scale));
+  if (at.scale != scale || at.scale_block != block)
+    return fmt::format("{} scales 1x{} blocks in {}; {} granularity is 1x{} in {}", at.name.view(), at.scale_block,
+                       format_name(at.scale), to_string(op.granularity), block, format_name(scale));
   return std::nullopt;
 }
 
@@ -294,13 +284,13 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
       const mma::Instruction in = qk_instruction();
       const mma::Atom& at = in.atom;
       if (at.a != q.element || at.b != k.element)
-        return fmt::format("QK instruction {} multiplies {} x {}, but Q is {} and K {}", at.name, format_name(at.a),
+        return fmt::format("QK instruction {} multiplies {} x {}, but Q is {} and K {}", at.name.view(), format_name(at.a),
                            format_name(at.b), format_name(q.element), format_name(k.element));
       for (const auto& [op, who] : {std::pair{&q, "Q"}, std::pair{&k, "K"}})
         if (auto why = fits_block_scales(*op, at, who)) return why;
       if (at.issue == mma::Issue::wgmma && at.n != tiling.block_kv)
-        return fmt::format("{} computes {} keys per instruction; block-kv is {}", at.name, at.n, tiling.block_kv);
-      if (at.d == mma::s32) {
+        return fmt::format("{} computes {} keys per instruction; block-kv is {}", at.name.view(), at.n, tiling.block_kv);
+      if (at.d == formats::s32) {
         const int depth = (head_dim + at.k - 1) / at.k * at.k;
         const auto largest = [](const Format& f) { return std::max(max_finite(f), -lowest_finite(f)); };
         if (largest(q.element) * largest(k.element) * depth >= 0x1p24)
@@ -320,17 +310,17 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
       const mma::Instruction in = pv_instruction(value_dim);
       const mma::Atom& at = in.atom;
       if (at.a != p.format || at.b != v.element)
-        return fmt::format("PV instruction {} multiplies {} x {}, but P is {} and V {}", at.name, format_name(at.a),
+        return fmt::format("PV instruction {} multiplies {} x {}, but P is {} and V {}", at.name.view(), format_name(at.a),
                            format_name(at.b), format_name(p.format), format_name(v.element));
       if (auto why = fits_block_scales(v, at, "V")) return why;
-      if (at.scale && (*at.scale != formats::ue4m3 || at.scale_block != 16))
-        return at.name + ": P's two-level and microscale modes are NVFP4 (1x16, ue4m3)";
-      if (at.d == mma::s32) return at.name + " is an integer instruction; P is floating";
+      if (at.block_scaled() && (at.scale != formats::ue4m3 || at.scale_block != 16))
+        return at.name.str() + ": P's two-level and microscale modes are NVFP4 (1x16, ue4m3)";
+      if (at.d == formats::s32) return at.name.str() + " is an integer instruction; P is floating";
       if (tiling.block_kv % at.k != 0)
-        return fmt::format("block-kv={} is not a multiple of {}'s k = {}", tiling.block_kv, at.name, at.k);
+        return fmt::format("block-kv={} is not a multiple of {}'s k = {}", tiling.block_kv, at.name.view(), at.k);
       if (accumulation.mode == Accumulation::in_place) {
         if (at.c != formats::fp32)
-          return at.name + " accumulates in " + format_name(at.c) + "; in-place accumulation needs an fp32 C";
+          return at.name.str() + " accumulates in " + format_name(at.c) + "; in-place accumulation needs an fp32 C";
         if (p.scale != PScale::static_exponent)
           return "in-place accumulation needs P's static scale (a per-block or per-row factor multiplies R first)";
       }

@@ -38,13 +38,13 @@ std::optional<std::string> lookup(std::string_view arch, const std::string& name
 
 std::optional<std::string> check_operands(const mma::Instruction& in, bool floating_only) {
   if (in.atom.a != in.atom.b)
-    return fmt::format("{} multiplies {} by {}: both operands must share a format", in.atom.name,
+    return fmt::format("{} multiplies {} by {}: both operands must share a format", in.atom.name.view(),
                        format_name(in.atom.a), format_name(in.atom.b));
-  if (in.atom.d != formats::fp32 && in.atom.d != mma::s32)
-    return fmt::format("{} accumulates in {}: fp32 or s32 accumulators only", in.atom.name, format_name(in.atom.d));
-  if (in.atom.scale) return fmt::format("{} is block-scaled: not a stage of this pipeline", in.atom.name);
+  if (in.atom.d != formats::fp32 && in.atom.d != formats::s32)
+    return fmt::format("{} accumulates in {}: fp32 or s32 accumulators only", in.atom.name.view(), format_name(in.atom.d));
+  if (in.atom.block_scaled()) return fmt::format("{} is block-scaled: not a stage of this pipeline", in.atom.name.view());
   if (floating_only && in.atom.a.is_integer())
-    return fmt::format("{} multiplies integers: this stage's operands are real-valued", in.atom.name);
+    return fmt::format("{} multiplies integers: this stage's operands are real-valued", in.atom.name.view());
   return std::nullopt;
 }
 
@@ -94,7 +94,7 @@ std::optional<std::string> Pipeline::validate(int dk, int dv) const {
     if (auto why = check_operands(*in.scores, false)) return "scores: " + *why;
     if (shape.sub_chunk % a.m != 0 || shape.sub_chunk % a.n != 0)
       return fmt::format("scores: a sub-chunk of {} tokens is not a whole number of {} x {} tiles of {}",
-                         shape.sub_chunk, a.m, a.n, a.name);
+                         shape.sub_chunk, a.m, a.n, a.name.view());
     if (needs_scale(a.a) == (g == Granularity::none))
       return needs_scale(a.a) ? fmt::format("scores: {} operands need a scale (per-thread, per-block or per-token)",
                                             format_name(a.a))
@@ -106,7 +106,7 @@ std::optional<std::string> Pipeline::validate(int dk, int dv) const {
       return fmt::format("scores: granularity {} is not one of none, per-thread, per-warp, per-block, per-token",
                          to_string(g));
     if (g == Granularity::per_thread || g == Granularity::per_warp) {
-      if (!a.c_fragment) return "scores: " + a.name + " has no accumulator fragment to derive per-thread groups from";
+      if (a.c_fragment.empty()) return "scores: " + a.name.str() + " has no accumulator fragment to derive per-thread groups from";
       if (auto why = score_tiling().validate()) return "scores: per-thread tiling: " + *why;
     }
   }
@@ -142,12 +142,7 @@ std::optional<std::string> Pipeline::validate(int dk, int dv) const {
 quant::ThreadTiling Pipeline::score_tiling() const {
   const mma::Instruction in = mma::find_instruction(arch, with_n(scores.instruction, shape.sub_chunk));
   quant::ThreadTiling t;
-  t.atom = {"score instruction", in.atom.m, in.atom.n, in.atom.k, in.atom.a, *in.atom.c_fragment};
-  for (const quant::MmaAtom& known : {quant::atoms::mma_m16n8k32_s8, quant::atoms::mma_m16n8k64_s4,
-                                      quant::atoms::wgmma_m64k32_s8(in.atom.n)})
-    if (known.m == t.atom.m && known.n == t.atom.n && known.k == t.atom.k && known.element == t.atom.element &&
-        known.accumulator == t.atom.accumulator)
-      t.atom = known;
+  t.atom = in.atom;
   t.warps = shape.sub_chunk / in.atom.m * t.warps_per_unit();
   t.block_q = shape.sub_chunk;
   t.block_k = shape.sub_chunk;
@@ -367,7 +362,7 @@ void score_strip(Context& cx, const MatrixF& q, const MatrixF& k, const Chunk& c
   const Eigen::Index depth = std::max(a.codes.cols(), b.codes.cols());
   const MatrixCode d = product(in, padded_cols(a.codes, depth), padded_cols(b.codes, depth).transpose(),
                                MatrixCode::Zero(qn, keys));
-  const bool integer = in.atom.d == mma::s32;
+  const bool integer = in.atom.d == formats::s32;
   std::vector<float> key_term(static_cast<std::size_t>(keys)), query_term(static_cast<std::size_t>(qn * i));
   if (smooth) {
     for (int s = 0; s < keys; ++s) key_term[std::size_t(s)] = steps::dot(&sq.means(0, 0), &sk.residual(s, 0), dk);

@@ -32,18 +32,27 @@ std::optional<std::string> check_inputs(const Atom& at, const TileInputs& in) {
   if (auto e = check_operand("B", in.b, k * n, at.b)) return e;
   if (auto e = check_operand("C", in.c, m * n, at.c)) return e;
   const auto columns = std::size_t(at.scale_columns());
-  if (at.scale) {
-    if (auto e = check_operand("scale_a", in.scale_a, m * columns, *at.scale)) return e;
-    if (auto e = check_operand("scale_b", in.scale_b, columns * n, *at.scale)) return e;
+  if (at.block_scaled()) {
+    if (auto e = check_operand("scale_a", in.scale_a, m * columns, at.scale)) return e;
+    if (auto e = check_operand("scale_b", in.scale_b, columns * n, at.scale)) return e;
   } else if (!in.scale_a.empty() || !in.scale_b.empty()) {
-    return fmt::format("{} takes no scale factors", at.name);
+    return fmt::format("{} takes no scale factors", at.name.view());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> check_model(const Instruction& instruction) {
+  try {
+    const detail::Engine engine(instruction);
+  } catch (const std::invalid_argument& e) {
+    return std::string(e.what());
   }
   return std::nullopt;
 }
 
 std::vector<std::uint32_t> execute(const Instruction& instruction, const TileInputs& in) {
   const Atom& at = instruction.atom;
-  if (auto why = check_inputs(at, in)) throw std::invalid_argument(at.name + ": " + *why);
+  if (auto why = check_inputs(at, in)) throw std::invalid_argument(at.name.str() + ": " + *why);
   const detail::Engine engine(instruction);
   const auto a = engine.decode(in.a, at.m, at.k, at.k, in.scale_a, false);
   const auto b = engine.decode(in.b, at.n, at.k, at.k, in.scale_b, true);

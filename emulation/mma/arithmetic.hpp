@@ -3,7 +3,7 @@
 // Operands are element codes in the math orientation (A: m x k row-major, B: k x n row-major),
 // exactly as the vector files hold them; C and D are accumulator bit patterns (binary32, binary16
 // in the low 16 bits, or s32; the vector files hold binary16 widened to binary32, see
-// accumulator_word in vectors.hpp). Block-scaled instructions take scale codes too.
+// accumulator_word in verification/vectors.hpp). Block-scaled instructions take scale codes too.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,12 @@ struct TileInputs {
 // Why these inputs do not fit the instruction (a size, or a code too wide for its format), or nothing.
 std::optional<std::string> check_inputs(const Atom& atom, const TileInputs& in);
 
-// D (m x n accumulator bit patterns). Throws std::invalid_argument when check_inputs fails.
+// Why the instruction's model cannot run its atom (its parameters, or sums too wide for the
+// integer engine), or nothing.
+std::optional<std::string> check_model(const Instruction& instruction);
+
+// D (m x n accumulator bit patterns). Throws std::invalid_argument when check_inputs or
+// check_model fails.
 std::vector<std::uint32_t> execute(const Instruction& instruction, const TileInputs& in);
 
 // The canonical NaN the tensor cores write (published by MMA-Sim; fp32: 0x7fffffff, fp16: 0x7fff).

@@ -22,6 +22,8 @@ namespace {
 constexpr std::uint32_t kFp32PositiveInf = 0x7f80'0000, kFp32NegativeInf = 0xff80'0000;
 constexpr std::uint32_t kFp16PositiveInf = 0x7c00, kFp16NegativeInf = 0xfc00;
 constexpr int kMaxChunk = 64;
+// Operand formats up to tf32 (19 bits: a 2^19-entry table, 8 MiB, built on first use).
+constexpr int kMaxTableBits = 19;
 // The exponent zero codes decode with: low enough that a zero product's ea + eb never reaches a
 // model's zero-term exponent (the kernel gives zero products e_zero itself where it matters).
 constexpr int kZeroCodeExponent = -(1 << 20);
@@ -155,17 +157,24 @@ LOWBIT_PRODUCT_SUMS(sums32_16, std::int32_t, 16, false)
 LOWBIT_PRODUCT_SUMS(sums32_32, std::int32_t, 32, false)
 LOWBIT_PRODUCT_SUMS(sums32_16_blend, std::int32_t, 16, true)
 LOWBIT_PRODUCT_SUMS(sums32_32_blend, std::int32_t, 32, true)
+LOWBIT_PRODUCT_SUMS(sums64_1_blend, std::int64_t, 1, true)
+LOWBIT_PRODUCT_SUMS(sums64_2_blend, std::int64_t, 2, true)
+LOWBIT_PRODUCT_SUMS(sums64_4_blend, std::int64_t, 4, true)
 LOWBIT_PRODUCT_SUMS(sums64_8_blend, std::int64_t, 8, true)
 LOWBIT_PRODUCT_SUMS(sums64_16_blend, std::int64_t, 16, true)
 LOWBIT_PRODUCT_SUMS(sums64_32_blend, std::int64_t, 32, true)
 LOWBIT_PRODUCT_SUMS(sums64_64_blend, std::int64_t, 64, true)
 #undef LOWBIT_PRODUCT_SUMS
 
-// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model.
+// The kernel for a chunk length, lane width and blend; the int64 blending kernels run every model
+// (every chunk that divides a modeled k: a power of two up to kMaxChunk).
 ProductSums product_sums_kernel(int chunk, bool narrow, bool blend) {
   if (narrow && chunk == 16) return blend ? sums32_16_blend : sums32_16;
   if (narrow && chunk == 32) return blend ? sums32_32_blend : sums32_32;
   switch (chunk) {
+    case 1: return sums64_1_blend;
+    case 2: return sums64_2_blend;
+    case 4: return sums64_4_blend;
     case 8: return sums64_8_blend;
     case 16: return sums64_16_blend;
     case 32: return sums64_32_blend;
@@ -182,7 +191,8 @@ const std::vector<Decoded>& decode_table(const Format& f, const Format& as) {
   const std::lock_guard<std::mutex> lock(mutex);
   for (const auto& [format, format_as, table] : cache)
     if (format == f && format_as == as) return *table;
-  if (f.code_bits() > 16) throw std::invalid_argument("decode_table: " + format_name(f) + " is wider than 16 bits");
+  if (f.code_bits() > kMaxTableBits)
+    throw std::invalid_argument(fmt::format("decode_table: {} is wider than {} bits", format_name(f), kMaxTableBits));
   auto table = std::make_unique<std::vector<Decoded>>(std::size_t(f.code_count_minus_one()) + 1);
   for (Code c = 0; c < table->size(); ++c) (*table)[c] = decode_one(f, as, c);
   cache.emplace_back(f, as, std::move(table));
@@ -208,14 +218,14 @@ Engine::Engine(const Instruction& instruction)
     for (int k = 0; k < at.k; ++k) order_[std::size_t(k)] = k;
     return;
   }
-  if (auto why = p_.validate(at.k)) throw std::invalid_argument(at.name + ": " + *why);
-  if (p_.chunk > kMaxChunk) throw std::invalid_argument(fmt::format("{}: chunk {} > {}", at.name, p_.chunk, kMaxChunk));
-  if (p_.scale_mode != ScaleMode::none && !at.scale)
-    throw std::invalid_argument(at.name + ": a block-scaled model needs a scale format");
-  if (p_.scale_mode == ScaleMode::per_product && at.scale->mantissa_bits != 0)
-    throw std::invalid_argument(at.name + ": per-product scales must be powers of two");
+  if (auto why = p_.validate(at.k)) throw std::invalid_argument(at.name.str() + ": " + *why);
+  if (p_.chunk > kMaxChunk) throw std::invalid_argument(fmt::format("{}: chunk {} > {}", at.name.view(), p_.chunk, kMaxChunk));
+  if (p_.scale_mode != ScaleMode::none && !at.block_scaled())
+    throw std::invalid_argument(at.name.str() + ": a block-scaled model needs a scale format");
+  if (p_.scale_mode == ScaleMode::per_product && at.scale.mantissa_bits != 0)
+    throw std::invalid_argument(at.name.str() + ": per-product scales must be powers of two");
   if (p_.scale_mode == ScaleMode::per_group && (p_.interleave != 0 || at.scale_block % p_.group != 0))
-    throw std::invalid_argument(at.name + ": per-group scaling needs k in order and groups inside a scale block");
+    throw std::invalid_argument(at.name.str() + ": per-group scaling needs k in order and groups inside a scale block");
   const int chunks = at.k / p_.chunk;
   std::size_t next = 0;
   for (int c = 0; c < chunks; ++c)
@@ -236,7 +246,7 @@ Engine::Engine(const Instruction& instruction)
   int product_fraction = a_as.mantissa_bits + b_as.mantissa_bits;
   std::int64_t widest_term = 0;  // before the shift
   if (p_.scale_mode == ScaleMode::per_group) {
-    const int fs = at.scale->mantissa_bits;
+    const int fs = at.scale.mantissa_bits;
     product_fraction = at.a.mantissa_bits + at.b.mantissa_bits - at.a.min_exponent() - at.b.min_exponent() + 2 * fs;
     const std::int64_t scale_max = std::int64_t(1) << (fs + 1);
     widest_term = p_.group * widest(at.a) * widest(at.b) * scale_max * scale_max;
@@ -249,7 +259,7 @@ Engine::Engine(const Instruction& instruction)
   // The exact final rounding goes through a double: every chunk sum must stay below 2^53.
   const double bound = double(p_.chunk) * std::ldexp(double(widest_term), std::max(product_shift_, 0)) +
                        std::ldexp(double(std::int64_t(2) << acc_format_.mantissa_bits), std::max(acc_shift_, 0));
-  if (bound >= 0x1p53) throw std::invalid_argument(at.name + ": this model's chunk sums could exceed 53 bits");
+  if (bound >= 0x1p53) throw std::invalid_argument(at.name.str() + ": this model's chunk sums could exceed 53 bits");
   if (p_.scale_mode == ScaleMode::per_group) return;  // group sums run in group_chunk
 
   // The products of a chunk fit 32-bit lanes when their shifted sum stays below 2^31. A zero
@@ -261,6 +271,7 @@ Engine::Engine(const Instruction& instruction)
   const bool blend = p_.scale_mode != ScaleMode::none || a_as.min_exponent() + b_as.min_exponent() <= p_.zero_exponent ||
                      acc_format_.min_exponent() <= p_.zero_exponent;
   product_sums_ = reinterpret_cast<void (*)()>(product_sums_kernel(p_.chunk, narrow, blend));
+  if (!product_sums_) throw std::invalid_argument(fmt::format("{}: no product-sum kernel for chunk L={}", at.name.view(), p_.chunk));
 }
 
 Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines, Eigen::Index K, Eigen::Index depth,
@@ -272,7 +283,7 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
   const auto element = [&](Eigen::Index line, Eigen::Index k) { return as_b ? codes[k * lines + line] : codes[line * K + k]; };
   const auto scale_code = [&](Eigen::Index line, Eigen::Index block) {
     // A UE4M3 scale's sign bit is ignored (MMA-Sim); the table holds 7-bit codes.
-    return (as_b ? scales[block * lines + line] : scales[line * blocks + block]) & at.scale->code_count_minus_one();
+    return (as_b ? scales[block * lines + line] : scales[line * blocks + block]) & at.scale.code_count_minus_one();
   };
   Operand op;
   op.K = K;
@@ -284,8 +295,8 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
   op.negative.resize(size);
   op.codes.resize(size);
   op.special_step.assign(std::size_t(lines * steps), 0);
-  if (at.scale) {
-    const auto& scale_table = decode_table(*at.scale);
+  if (at.block_scaled()) {
+    const auto& scale_table = decode_table(at.scale);
     op.scale.resize(std::size_t(lines * blocks));
     for (Eigen::Index line = 0; line < lines; ++line)
       for (Eigen::Index block = 0; block < blocks; ++block)
@@ -297,7 +308,7 @@ Operand Engine::decode(std::span<const std::uint32_t> codes, Eigen::Index lines,
       const Code code = k < K ? element(line, k) : 0;  // padding: +0 in every modeled format
       Decoded d = table[code];
       bool special = d.special != Special::finite;
-      if (at.scale && k < K) {
+      if (at.block_scaled() && k < K) {
         const Decoded& scale = op.scale[std::size_t(line * blocks + k / at.scale_block)];
         special = special || scale.special != Special::finite;
         if (p_.scale_mode == ScaleMode::per_product) d.exponent += scale.exponent;
@@ -490,7 +501,7 @@ std::optional<std::uint32_t> Engine::special_result(const Operand& a, Eigen::Ind
     const Eigen::Index q = first + t, k = (q / at.k) * at.k + order_[std::size_t(q % at.k)];
     const Decoded& da = (*table_a_)[a.codes[std::size_t(i * a.depth + q)]];
     const Decoded& db = (*table_b_)[b.codes[std::size_t(j * b.depth + q)]];
-    if (at.scale && k < a.K &&
+    if (at.block_scaled() && k < a.K &&
         (a.scale[std::size_t(i * blocks + k / at.scale_block)].special != Special::finite ||
          b.scale[std::size_t(j * blocks + k / at.scale_block)].special != Special::finite))
       nan = true;

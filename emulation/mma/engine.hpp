@@ -34,7 +34,7 @@ struct Decoded {
   Special special = Special::finite;
 };
 
-// Every code of f (at most 16 bits) decoded, as the arithmetic sees it in format `as` (f, or
+// Every code of f (at most 19 bits: tf32) decoded, as the arithmetic sees it in format `as` (f, or
 // the format it unpacks to, FusedDotAdd::unpack_to; throws where a code is not a value of `as`);
 // built once per pair and kept.
 const std::vector<Decoded>& decode_table(const Format& f, const Format& as);

@@ -95,12 +95,27 @@ const ModelSource kHopperFp8WgmmaF16{
 const ModelSource kHopperInteger{"exact s32 sum, wrapped or saturated (PTX ISA); recorded on an H100",
                                  Verification::verified, ""};
 const ModelSource kExactInteger{"exact s32 sum (PTX ISA)", Verification::published, "no such GPU here"};
-const ModelSource kAmpereF16{"MMA-Sim Ampere/Ada T-FDPA (L=8, F=24, RZ fp32, e_zero=-132)", Verification::published,
-                             "no such GPU here"};
-const ModelSource kAmpereF16Out{"MMA-Sim Ampere/Ada T-FDPA with f16 accumulator (L=8, F=24, RNE fp16)",
-                                Verification::published, "no such GPU here"};
-const ModelSource kAdaFp8{"MMA-Sim Ada T-FDPA FP8 (L=16, F=13, C aligned, RZ e8m13, e_zero=-132)",
-                          Verification::published, "no such GPU here"};
+// Ampere, Ada, Volta and Blackwell mma.sync: tiles recorded by Khattak & Mikaitis
+// (MATLAB-tensor-core, model_validation; results/vectors/external/), one dot product per tile
+// (D[0][0]); "pinned" means every neighbouring model fails some of them (results/vectors/neighbours.txt).
+const ModelSource kAmpereF16{
+    "MMA-Sim Ampere/Ada T-FDPA (m16n8k16 in k halves: L=8, F=24, C aligned, RZ fp32); Khattak & Mikaitis' A100TC and "
+    "AdaTC agree (fma 8, 1 extra alignment bit); recorded by Khattak & Mikaitis on an A100, an A2, an Ada GPU and an L40S",
+    Verification::verified,
+    "their tiles fill k 0..7 (the second chunk is zeros): F, L, the rounding and C's entry are pinned; e_zero=-132 and "
+    "the sign of a rounded zero (MMA-Sim's sign-keeping rule) are assumed: no tile reaches them"};
+const ModelSource kAmpereF16Out{
+    "MMA-Sim Ampere/Ada T-FDPA with f16 accumulator (L=8, F=24, C aligned, RNE fp16); Khattak & Mikaitis' A100TC and "
+    "AdaTC agree; recorded by Khattak & Mikaitis on an A100, an A2, an Ada GPU and an L40S",
+    Verification::verified,
+    "L and C's entry are pinned, F hardly (F=23 fails 1 of 5,000 sm_80 tiles, no sm_89 tile; F=25 none): rounding to 10 "
+    "bits hides F's last bits; e_zero=-132 and the zero sign assumed"};
+const ModelSource kAdaFp8{
+    "MMA-Sim Ada T-FDPA FP8 (k32 in halves: L=16, F=13, C aligned, RZ e8m13); Khattak & Mikaitis' AdaTC and L40STC "
+    "agree (fma 16, 10 bits fewer than fp32); recorded by Khattak & Mikaitis on an Ada GPU and an L40S",
+    Verification::verified,
+    "tiles of e4m3.e4m3 and e5m2.e5m2: F, L, C's entry and the e8m13 output are pinned; e_zero=-132 assumed (fp8 "
+    "products never reach it)"};
 const ModelSource kBlackwellF8f6f4{"MMA-Sim Blackwell T-FDPA f8f6f4 (L=32, F=25, RZ fp32)", Verification::published,
                                    "no such GPU here; e_zero=-133 assumed (MMA-Sim's Blackwell MXFP8 value)"};
 const ModelSource kBlackwellMxf8{"MMA-Sim Blackwell ST-FDPA MXF8F6F4 (L=32, F=25, RZ fp32, e_zero=-133)",
@@ -108,6 +123,64 @@ const ModelSource kBlackwellMxf8{"MMA-Sim Blackwell ST-FDPA MXF8F6F4 (L=32, F=25
 const ModelSource kBlackwellMxf4{
     "MMA-Sim Blackwell GST-FDPA MXF4/NVFP4 (groups of 16 exact, F=35, L=64, RZ fp32, e_zero=-139)",
     Verification::published, "no such GPU here; a UE4M3 scale's sign bit is ignored (as MMA-Sim does)"};
+
+const ModelSource kAdaFp8F16{
+    "MMA-Sim Ada FP8 with f16 accumulator (native QMMA; k32 in halves: L=16, F=13, C aligned, RNE fp16 of the truncated "
+    "sum); recorded by Khattak & Mikaitis on an Ada GPU",
+    Verification::verified,
+    "tiles of e4m3.e4m3 and e5m2.e5m2: F (F=12 and 14 fail 353 and 133 of 2,500 e4m3 tiles), L and C's entry are "
+    "pinned. Khattak & Mikaitis' AdaTC.m (through GEMM.m) keeps 10 - 10 = 0 fraction bits for an f16 output, which "
+    "gives powers of two only: 2,493 of the 2,500 recorded e4m3 results are not; e_zero=-132 assumed"};
+const ModelSource kAmpereTf32{
+    "MMA-Sim Ampere/Ada (F=24; m16n8k8 in k halves) and Khattak & Mikaitis' A100TC, AdaTC (fma 4, 1 extra bit): L=4, "
+    "F=24, C aligned, RZ fp32; recorded by Khattak & Mikaitis on an A100, an A2, an Ada GPU and an L40S",
+    Verification::verified,
+    "tiles of m16n8k4 (chained twice over K = 8, k 0..3 filled): F, L, the rounding and C's entry are pinned; m16n8k8 "
+    "(two chunks of 4) shares the model; e_zero=-132 and the zero sign assumed"};
+const ModelSource kHopperTf32{
+    "MMA-Sim Hopper/Blackwell (F=25) and Khattak & Mikaitis' H100TC, B200TC (2 extra bits): m16n8k4 fuses its 4 products "
+    "(L=4), C aligned, RZ fp32; recorded by Khattak & Mikaitis on an H100, an H200 and a B200",
+    Verification::verified,
+    "tiles of m16n8k4 (chained twice over K = 8, k 0..3 filled): F, L, the rounding and C's entry are pinned; e_zero=-133 "
+    "and the zero sign (sm_90: +0, sm_100: sign kept) assumed"};
+const ModelSource kHopperTf32K8{
+    "MMA-Sim Hopper/Blackwell and Khattak & Mikaitis' H100TC, B200TC (fma 8): m16n8k8 fuses its 8 products (L=8, F=25, "
+    "C aligned, RZ fp32)",
+    Verification::published, "no tile of m16n8k8 (the recorded tf32 tiles are m16n8k4, L=4)"};
+const ModelSource kVoltaF16{
+    "MMA-Sim Volta (F=23) and Khattak & Mikaitis' V100TC (fma 4, no extra bit): m8n8k4 fuses its 4 products, C aligned, "
+    "RZ fp32; recorded by Khattak & Mikaitis on a V100",
+    Verification::verified,
+    "tiles of a K = 16 chain of m8n8k4 (the least certain reading of how their WMMA code compiles for sm_70: CUDA 13 "
+    "has no sm_70 target to check it) with k 0..3 filled: F, L, the rounding and C's entry are pinned; e_zero=-132 and the zero sign assumed"};
+const ModelSource kVoltaF16Out{
+    "MMA-Sim Volta and Khattak & Mikaitis' V100TC with f16 accumulator: L=4, F=23, C aligned, RNE fp16; recorded by "
+    "Khattak & Mikaitis on a V100",
+    Verification::verified,
+    "L and C's entry are pinned, F is not (F=22 and 24 fail no tile: rounding to 10 bits hides it); e_zero=-132 and the "
+    "zero sign assumed"};
+const ModelSource kBlackwellF16{
+    "MMA-Sim Blackwell (F=25) and Khattak & Mikaitis' B200TC (fma 16, 2 extra bits): L=16, F=25, C aligned, RZ fp32; "
+    "recorded by Khattak & Mikaitis on a B200",
+    Verification::verified,
+    "F, L, the rounding and C's entry are pinned; e_zero=-133 and the sign of a rounded zero (MMA-Sim's sign-keeping "
+    "rule; Hopper writes +0) assumed: no tile reaches them"};
+const ModelSource kBlackwellF16Out{
+    "MMA-Sim Blackwell and Khattak & Mikaitis' B200TC with f16 accumulator: L=16, F=25, C aligned, RNE fp16; recorded "
+    "by Khattak & Mikaitis on a B200",
+    Verification::verified,
+    "L and C's entry are pinned, F hardly (F=24 fails 1 of 2,500 tiles, F=26 none); e_zero=-21 (Hopper's measured "
+    "HMMA.F16 value; B200TC limits the alignment exponent at -15 for an f16 output) and the zero sign assumed: no tile "
+    "reaches them"};
+const ModelSource kBlackwellFp8Sync{
+    "the Hopper mma.sync FP8 model (nvcc 13.0 compiles sm_100 and sm_100a mma.sync FP8 to F2FP + two HMMA.16816 + "
+    "FADD/HADD2, as sm_90: results/vectors/external/sass.txt): operands unpacked to f16, L=16 over k mod 4 in {0,1} then {2,3}, F=25, from +0, then an RNE add of C; "
+    "recorded by Khattak & Mikaitis on a B200",
+    Verification::verified,
+    "tiles of e4m3.e4m3 and e5m2.e5m2: C added last is pinned (C aligned fails 924 to 1,123 of 2,500 tiles), and for "
+    "f16 output L and the k interleave; for f32 output L, the interleave, F and the unpacking change no tile. Khattak "
+    "& Mikaitis' B200TC (fma 32, C aligned, RZ) fails 919 of the 2,500 e4m3 -> f32 tiles; e_zero and the zero sign "
+    "assumed"};
 
 // ---------------------------------------------------------------------------------------------
 // Families: one row per (arch, issue, shape, kind) with the types it takes
@@ -141,10 +214,12 @@ constexpr NRange kWgmmaN{8, 256, 8};
 constexpr NRange kTcgen05N64{8, 256, 8};
 constexpr NRange kTcgen05N128{16, 256, 16};
 
-// Every sm_90 instruction with tiles in results/vectors/ (the H200's shared files; the H100 probes'
-// sm90/, sm90-targeted/, sm90-kloop/, sm90-regressions/): its model's status is "verified", the
-// other names of its family "inferred"; test_mma_vectors checks this list against the files.
+// Every instruction with tiles in results/vectors/, by the arch the tiles were recorded on: its
+// model's status is "verified", the other names of its family "inferred"; test_mma_vectors checks
+// this list against the files. sm_90: the H200's shared files and the H100 probes' sm90/,
+// sm90-targeted/, sm90-kloop/, sm90-regressions/; every arch: Khattak & Mikaitis' GPUs (external/).
 const std::vector<std::string_view> kRecordedSm90{
+    "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32",
     "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",
     "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",
@@ -217,6 +292,38 @@ const std::vector<std::string_view> kRecordedSm90{
     "wgmma.mma_async.sync.aligned.m64n8k32.satfinite.s32.u8.u8",
 };
 
+const std::vector<std::string_view> kRecordedAmpere{  // A100 (sm_80), A2 (sm_86)
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32"};
+const std::vector<std::string_view> kRecordedAda{  // Ada and L40S (sm_89)
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",  "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32", "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32"};
+const std::vector<std::string_view> kRecordedBlackwell{  // B200 (sm_100)
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16",  "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32",
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32",  "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16",
+    "mma.sync.aligned.m16n8k32.row.col.f16.e5m2.e5m2.f16", "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32",
+    "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32", "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32"};
+const std::vector<std::string_view> kRecordedVolta{  // V100 (sm_70)
+    "mma.sync.aligned.m8n8k4.row.col.f16.f16.f16.f16", "mma.sync.aligned.m8n8k4.row.col.f32.f16.f16.f32"};
+
+// The recorded names on arch.
+const std::vector<std::string_view>& recorded_names(std::string_view arch) {
+  static const std::vector<std::string_view> none;
+  if (arch == "sm_90") return kRecordedSm90;
+  if (arch == "sm_80" || arch == "sm_86") return kRecordedAmpere;
+  if (arch == "sm_89") return kRecordedAda;
+  if (arch == "sm_100") return kRecordedBlackwell;
+  if (arch == "sm_70") return kRecordedVolta;
+  return none;
+}
+
+bool is_recorded(std::string_view arch, std::string_view name) {
+  const auto& names = recorded_names(arch);
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 std::vector<Family> build_families() {
   std::vector<Family> f;
   const auto add_f16_family = [&](std::string_view arch, int chunk, int fraction, int zero, int zero_f16_out,
@@ -257,13 +364,39 @@ std::vector<Family> build_families() {
     f.push_back({"sm_90", Issue::wgmma, 64, 32, kWgmmaN, "", "", false, {"s32"}, kInt8, kInt8, {}, {}, sat,
                  integer(sat), kHopperInteger});
 
-  // sm_89 (Ada) and sm_80 (Ampere)
+  // tf32: mma.sync m16n8k4 (L = its k) and m16n8k8, C aligned, RZ fp32.
+  const auto add_tf32_families = [&](std::string_view arch, int k8_chunk, int fraction, int zero,
+                                     const ModelSource& k4_source, const ModelSource& k8_source) {
+    for (auto [k, chunk, source] : {std::tuple{4, 4, &k4_source}, std::tuple{8, k8_chunk, &k8_source}})
+      f.push_back({arch, Issue::mma_sync, 16, k, kMmaN, "", "", false, {"f32"}, {"tf32"}, {"tf32"}, {"f32"}, {}, false,
+                   fused(chunk, fraction, OutputRounding::rz_fp32, zero), *source});
+  };
+  add_tf32_families("sm_90", 8, 25, kHopperZeroExponent, kHopperTf32, kHopperTf32K8);
+
+  // sm_100 (Blackwell) mma.sync: f16/bf16 as Hopper's HMMA, FP8 through it as on Hopper.
+  add_f16_family("sm_100", 16, 25, -133, kHopperF16AccumulatorZeroExponent, kBlackwellF16, kBlackwellF16Out);
+  f.push_back({"sm_100", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
+               hopper_fp8_mma_sync(OutputRounding::rz_fp32), kBlackwellFp8Sync});
+  f.push_back({"sm_100", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f16"}, kFp8, kFp8, {"f16"}, {}, false,
+               hopper_fp8_mma_sync(OutputRounding::rne_fp16), kBlackwellFp8Sync});
+  add_tf32_families("sm_100", 8, 25, -133, kHopperTf32, kHopperTf32K8);
+
+  // sm_89 (Ada), sm_86 and sm_80 (Ampere)
   f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f32"}, kFp8, kFp8, {"f32"}, {}, false,
                fused(16, 13, OutputRounding::rz_e8m13, -132), kAdaFp8});
-  add_f16_family("sm_89", 8, 24, -132, -132, kAmpereF16, kAmpereF16Out);
-  add_integer_families("sm_89", kExactInteger);
-  add_f16_family("sm_80", 8, 24, -132, -132, kAmpereF16, kAmpereF16Out);
-  add_integer_families("sm_80", kExactInteger);
+  f.push_back({"sm_89", Issue::mma_sync, 16, 32, kMmaN, "", "", false, {"f16"}, kFp8, kFp8, {"f16"}, {}, false,
+               fused(16, 13, OutputRounding::rne_fp16, -132), kAdaFp8F16});
+  for (std::string_view arch : {"sm_89", "sm_86", "sm_80"}) {
+    add_f16_family(arch, 8, 24, -132, -132, kAmpereF16, kAmpereF16Out);
+    add_tf32_families(arch, 4, 24, -132, kAmpereTf32, kAmpereTf32);
+    add_integer_families(arch, kExactInteger);
+  }
+
+  // sm_70 (Volta): mma.sync m8n8k4 f16 -> f32, f16.
+  f.push_back({"sm_70", Issue::mma_sync, 8, 4, kMmaN, "", "", false, {"f32"}, {"f16"}, {"f16"}, {"f32"}, {}, false,
+               fused(4, 23, OutputRounding::rz_fp32, -132), kVoltaF16});
+  f.push_back({"sm_70", Issue::mma_sync, 8, 4, kMmaN, "", "", false, {"f16"}, {"f16"}, {"f16"}, {"f16"}, {}, false,
+               fused(4, 23, OutputRounding::rne_fp16, -132), kVoltaF16Out});
 
   // sm_120 (mma.sync) and sm_100 (tcgen05): f8f6f4, MXF8F6F4, MXF4, NVFP4
   const Model mxf8 = block_scaled(ScaleMode::per_product, 32, 25, -133, 0);
@@ -306,13 +439,8 @@ const std::vector<Family>& families() {
 // ---------------------------------------------------------------------------------------------
 
 std::optional<Format> type_format(std::string_view t) {
-  constexpr std::pair<std::string_view, Format> kTypes[]{
-      {"f32", formats::fp32},   {"f16", formats::fp16},   {"bf16", formats::bf16},   {"e4m3", formats::e4m3},
-      {"e5m2", formats::e5m2},  {"e3m2", formats::e3m2},  {"e2m3", formats::e2m3},   {"e2m1", formats::e2m1},
-      {"s8", formats::int8},    {"u8", formats::uint8},   {"s4", formats::int4},     {"u4", formats::uint4},
-      {"s32", s32},             {"ue8m0", formats::ue8m0}, {"ue4m3", formats::ue4m3}};
-  for (const auto& [name, format] : kTypes)
-    if (name == t) return format;
+  for (const auto& type : ptx_types())
+    if (type.name == t) return type.format;
   return std::nullopt;
 }
 
@@ -397,29 +525,13 @@ std::variant<ParsedName, std::string> parse_name(std::string_view name) {
   return p;
 }
 
-// The name as PTX spells it (tcgen05: PTX carries shape and types in the instruction
-// descriptor; our names append them, see docs/mma-models.md).
+// The name as PTX spells it (atom.hpp's spell_name); types may be alternatives such as "{e4m3|e5m2}".
 std::string canonical_name(const ParsedName& p, std::string_view scale_vec) {
+  const std::string vec(scale_vec);
+  NameParts parts{p.issue, p.m, p.n, p.k, p.kind.c_str(), p.block_scale, vec.c_str(), p.satfinite};
+  for (std::size_t i = 0; i < p.types.size() && i < std::size(parts.types); ++i) parts.types[i] = p.types[i].c_str();
   std::string s;
-  const std::string shape = shape_text(p.m, p.n, p.k);
-  const auto qualifiers = [&] {
-    std::string q;
-    if (!p.kind.empty()) q += "." + p.kind;
-    if (p.block_scale) q += ".block_scale";
-    if (!scale_vec.empty()) q += "." + std::string(scale_vec);
-    return q;
-  };
-  std::string types;
-  for (const auto& t : p.types) types += "." + t;
-  switch (p.issue) {
-    case Issue::mma_sync:
-      s = "mma.sync.aligned." + shape + ".row.col" + qualifiers() + (p.satfinite ? ".satfinite" : "") + types;
-      break;
-    case Issue::wgmma:
-      s = "wgmma.mma_async.sync.aligned." + shape + (p.satfinite ? ".satfinite" : "") + types;
-      break;
-    case Issue::tcgen05: s = "tcgen05.mma.cta_group::1" + qualifiers() + "." + shape + types; break;
-  }
+  spell_name(s, parts);
   return s;
 }
 
@@ -471,11 +583,13 @@ std::size_t name_count(const Family& f) {
 
 // A family is verified only in its recorded names; the others share the model (inferred).
 std::string status_text(const Family& f) {
-  const std::size_t recorded = std::count_if(kRecordedSm90.begin(), kRecordedSm90.end(), [&](std::string_view name) {
+  const auto& names = recorded_names(f.arch);
+  const std::size_t recorded = std::count_if(names.begin(), names.end(), [&](std::string_view name) {
     const auto parsed = parse_name(name);
-    return f.arch == "sm_90" && std::holds_alternative<ParsedName>(parsed) && match(f, std::get<ParsedName>(parsed));
+    return std::holds_alternative<ParsedName>(parsed) && match(f, std::get<ParsedName>(parsed));
   });
   if (f.source.status != Verification::verified || recorded == name_count(f)) return std::string(to_string(f.source.status));
+  if (recorded == 0) return std::string(to_string(Verification::inferred));
   return fmt::format("verified: {} of {} names recorded, the rest inferred", recorded, name_count(f));
 }
 
@@ -501,24 +615,6 @@ std::string family_pattern(const Family& f) {
   }
   if (f.scale_vec_optional) range += fmt::format("  (.{} may be left out)", f.scale_vec);
   return fmt::format("{:<7}{}{}  [{}]", f.arch, name, range, status_text(f));
-}
-
-std::optional<layout::Fragment> a_fragment(Issue issue, int k) {
-  if (issue == Issue::tcgen05) return std::nullopt;
-  if (issue == Issue::wgmma) return k == 16 ? layout::wgmma_m64k16_a16 : layout::wgmma_m64k32_a8;
-  if (k == 16) return layout::mma_m16n8k16_a16;
-  return k == 32 ? layout::mma_m16n8k32_a8 : layout::mma_m16n8k64_a4;
-}
-
-std::optional<layout::Fragment> b_fragment(Issue issue, int k) {
-  if (issue != Issue::mma_sync) return std::nullopt;
-  if (k == 16) return layout::mma_m16n8k16_b16;
-  return k == 32 ? layout::mma_m16n8k32_b8 : layout::mma_m16n8k64_b4;
-}
-
-std::optional<layout::Fragment> c_fragment(Issue issue, int n) {
-  if (issue == Issue::tcgen05) return std::nullopt;
-  return issue == Issue::wgmma ? layout::wgmma_m64_d(n) : layout::mma_m16n8_c;
 }
 
 [[noreturn]] void unknown(std::string_view arch, std::string_view name, const std::string& why) {
@@ -604,33 +700,24 @@ Instruction find_instruction(std::string_view arch_name, std::string_view name) 
       other_arch = true;
       continue;
     }
-    const std::string canonical = canonical_name(p, *scale_vec);
-    if (canonical != name) unknown(arch_name, name, "its parts are modeled, but PTX spells it '" + canonical + "'");
-    Instruction in;
-    Atom& at = in.atom;
-    at.arch = arch;
-    at.name = std::string(name);
-    at.issue = f.issue;
-    at.m = p.m;
-    at.n = p.n;
-    at.k = p.k;
-    at.d = *type_format(p.types[0]);
-    at.a = *type_format(p.types[1]);
-    at.b = *type_format(p.types[2]);
-    at.c = f.c.empty() ? at.d : *type_format(p.types[3]);
+    AtomSpec spec{f.issue, p.m, p.n, p.k, *type_format(p.types[0]), *type_format(p.types[1]), *type_format(p.types[2])};
+    if (!f.c.empty()) spec.c = *type_format(p.types[3]);
+    spec.kind = f.kind.data();  // a literal: nul-terminated
     if (!f.s.empty()) {
-      at.scale = *type_format(p.types.back());
       // scale_vec::NX: N scale factors per row of A (per column of B) for the instruction's k.
-      at.scale_block = p.k / (f.scale_vec[f.scale_vec.size() - 2] - '0');
+      spec.scale_vec = f.scale_vec[f.scale_vec.size() - 2] - '0';
+      spec.scale = *type_format(p.types.back());
+      spec.scale_vec_in_name = !scale_vec->empty();
     }
-    at.a_fragment = a_fragment(f.issue, p.k);
-    at.b_fragment = b_fragment(f.issue, p.k);
-    at.c_fragment = c_fragment(f.issue, p.n);
+    spec.satfinite = p.satfinite;
+    Instruction in;
+    in.arch = arch;
+    in.atom = make_atom(spec);
+    if (in.atom.name.overflowed || in.atom.name.view() != name)
+      unknown(arch_name, name, "its parts are modeled, but PTX spells it '" + canonical_name(p, *scale_vec) + "'");
     in.model = f.model;
     in.source = f.source;
-    const bool recorded =
-        f.arch == "sm_90" && std::find(kRecordedSm90.begin(), kRecordedSm90.end(), name) != kRecordedSm90.end();
-    if (f.source.status == Verification::verified && !recorded) in.source.status = Verification::inferred;
+    if (f.source.status == Verification::verified && !is_recorded(f.arch, name)) in.source.status = Verification::inferred;
     return in;
   }
   unknown(arch_name, name,

@@ -1,6 +1,7 @@
-// Tensor-core instructions as data: what the instruction is (an atom: PTX name, shape, operand
-// formats, fragment layouts) apart from how it computes (a model: one arithmetic algorithm with
-// parameters), and where each model comes from.
+// The MMA registry: tensor-core instructions as data, each an atom (the constexpr record of
+// emulation/mma/atom.hpp: PTX name, shape, operand formats, fragment layouts) plus how it computes
+// on an architecture (a model: one arithmetic algorithm with parameters) and where the model
+// comes from.
 //
 //   Instruction i = find_instruction("sm_90", "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3");
 //   i.atom.n == 256; i.model.fused.fraction_bits == 13; i.source.status == Verification::inferred
@@ -17,12 +18,9 @@
 #include <vector>
 
 #include "emulation/format.hpp"
-#include "emulation/layout.hpp"
+#include "emulation/mma/atom.hpp"
 
 namespace lowbit::mma {
-
-// s32 accumulators (integer MMA), as a Format record: two's complement, 32 bits.
-inline constexpr Format s32{FormatKind::integer, 0, 31, 0, true, NanEncoding::none, InfEncoding::none, false, true, 32};
 
 // ---------------------------------------------------------------------------------------------
 // The arithmetic model
@@ -111,33 +109,13 @@ struct ModelSource {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The instruction atom
+// Instructions
 // ---------------------------------------------------------------------------------------------
 
-enum class Issue : std::uint8_t {
-  mma_sync,  // one warp, operands in registers
-  wgmma,     // one warpgroup (sm_90a), B (and optionally A) from shared memory
-  tcgen05,   // sm_100a, operands in shared/tensor memory
-};
 std::string_view to_string(Issue i);
 
-struct Atom {
-  std::string arch;  // "sm_90" (a trailing a/f of sm_90a, sm_120a is dropped)
-  std::string name;  // the PTX instruction, as the vector files spell it
-  Issue issue = Issue::mma_sync;
-  int m = 0, n = 0, k = 0;
-  Format a, b;     // element formats of A and B (codes as in the vector files)
-  Format c, d;     // accumulator formats: fp32, fp16 or s32
-  std::optional<Format> scale;  // ue8m0 / ue4m3 for block_scale instructions
-  int scale_block = 0;          // k elements per scale factor
-  // Register fragments (emulation/layout.hpp); none where the operand comes from shared or
-  // tensor memory (wgmma B, tcgen05) or where layout.hpp has no map yet (the scale factors).
-  std::optional<layout::Fragment> a_fragment, b_fragment, c_fragment;  // D is laid out as C
-
-  int scale_columns() const { return scale_block ? k / scale_block : 0; }  // scales per row of A
-};
-
 struct Instruction {
+  std::string arch;  // "sm_90" (a trailing a/f of sm_90a, sm_120a is dropped)
   Atom atom;
   Model model;
   ModelSource source;

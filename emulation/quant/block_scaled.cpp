@@ -12,13 +12,13 @@ std::optional<std::string> mismatch(const QuantizedTensor& t, const char* which,
                                     const mma::Atom& at) {
   const std::string prefix = std::string("block_scaled_matmul: ") + which + " (" + t.spec.name + ") ";
   if (t.spec.element != element)
-    return prefix + "holds " + format_name(t.spec.element) + " codes; " + at.name + " takes " + format_name(element);
-  if (t.spec.scale.format != *at.scale)
-    return prefix + "has " + format_name(t.spec.scale.format) + " scales; " + at.name + " takes " +
-           format_name(*at.scale);
+    return prefix + "holds " + format_name(t.spec.element) + " codes; " + at.name.str() + " takes " + format_name(element);
+  if (t.spec.scale.format != at.scale)
+    return prefix + "has " + format_name(t.spec.scale.format) + " scales; " + at.name.str() + " takes " +
+           format_name(at.scale);
   const Grouping& g = t.spec.grouping;
   if (g.row_period != 1 || g.groups_per_period != 1 || g.col_block != at.scale_block)
-    return prefix + "is grouped " + g.name + "; " + at.name + " scales 1x" + std::to_string(at.scale_block) +
+    return prefix + "is grouped " + g.name + "; " + at.name.str() + " scales 1x" + std::to_string(at.scale_block) +
            " blocks along K";
   return std::nullopt;
 }
@@ -38,7 +38,7 @@ void operand(const QuantizedTensor& t, Eigen::Index K, int block, MatrixCode& co
 MatrixF block_scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b, const mma::Instruction& instruction,
                             const mma::KLoop& loop) {
   const mma::Atom& at = instruction.atom;
-  if (!at.scale) throw std::invalid_argument("block_scaled_matmul: " + at.name + " takes no block scales");
+  if (!at.block_scaled()) throw std::invalid_argument("block_scaled_matmul: " + at.name.str() + " takes no block scales");
   for (const auto& why : {mismatch(a, "a", at.a, at), mismatch(b, "b", at.b, at)})
     if (why) throw std::invalid_argument(*why);
   if (a.cols != b.cols)

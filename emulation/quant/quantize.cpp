@@ -46,7 +46,7 @@ Grouping from_tiling(const ThreadTiling& t, Operand operand, GroupScope scope) {
   const QkGroups groups = derive_groups(t, scope);
   const BlockGroups& b = operand == Operand::q ? groups.q : groups.k;
   Grouping g;
-  g.name = std::string(scope == GroupScope::thread ? "per-thread" : "per-warp") + "(" + t.atom.name + ", " +
+  g.name = std::string(scope == GroupScope::thread ? "per-thread" : "per-warp") + "(" + mma::short_name(t.atom) + ", " +
            std::to_string(t.warps) + " warps, " + std::to_string(t.block_q) + "x" + std::to_string(t.block_k) +
            ", " + (operand == Operand::q ? "Q" : "K") + ")";
   g.row_period = b.block_rows;

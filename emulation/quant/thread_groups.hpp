@@ -23,49 +23,30 @@
 #include <optional>
 #include <string>
 
-#include "emulation/format.hpp"
 #include "emulation/layout.hpp"
+#include "emulation/mma/atom.hpp"
 
 namespace lowbit::quant {
 
-// A tensor-core instruction as the quantizer sees it: the m x n tile of S it produces, its
-// reduction depth k, the operand element format, and its accumulator fragment. The MMA registry
-// (emulation/mma/instruction.hpp) is not constexpr, so these are typed here;
-// test_thread_groups checks each against the registry's instruction.
-struct MmaAtom {
-  const char* name = "";
-  int m = 0, n = 0, k = 0;
-  Format element{};
-  layout::Fragment accumulator{};
-};
-
-namespace atoms {
-inline constexpr MmaAtom mma_m16n8k32_s8{"mma.m16n8k32.s8", 16, 8, 32, formats::int8, layout::mma_m16n8_c};
-inline constexpr MmaAtom mma_m16n8k64_s4{"mma.m16n8k64.s4", 16, 8, 64, formats::int4, layout::mma_m16n8_c};
-inline constexpr MmaAtom mma_m8n8k16_s8{"mma.m8n8k16.s8", 8, 8, 16, formats::int8, layout::mma_m8n8_c};
-inline constexpr MmaAtom mma_m8n8k32_s4{"mma.m8n8k32.s4", 8, 8, 32, formats::int4, layout::mma_m8n8_c};
-// wgmma.m64nNk32.s32.s8.s8 for N a multiple of 8 up to 256 (the name reads "wgmma.m64nNk32.s8").
-LOWBIT_HD constexpr MmaAtom wgmma_m64k32_s8(int n) {
-  return MmaAtom{"wgmma.m64nNk32.s8", 64, n, 32, formats::int8, layout::wgmma_m64_d(n)};
-}
-}  // namespace atoms
-
 inline constexpr int kMaxBlockRows = 512;
 
-// How a thread block computes one block_q x block_k tile of S.
+// How a thread block computes one block_q x block_k tile of S with the instruction `atom`: its
+// m x n tile of S, its reduction depth k, its element format a (Q's and K's) and its accumulator
+// fragment c_fragment are what the groups depend on.
 struct ThreadTiling {
-  MmaAtom atom = atoms::mma_m16n8k64_s4;
+  mma::Atom atom = mma::atoms::mma_m16n8k64_s32_s4_s4;
   int warps = 4;
   int block_q = 128;
   int block_k = 64;
 
-  LOWBIT_HD constexpr int warps_per_unit() const { return atom.accumulator.threads() / 32; }
+  LOWBIT_HD constexpr int warps_per_unit() const { return atom.c_fragment.threads() / 32; }
   LOWBIT_HD constexpr int units() const { return warps / warps_per_unit(); }
   LOWBIT_HD constexpr int rows_per_unit() const { return block_q / units(); }
 
   std::optional<std::string> validate() const {
-    const std::string atom_name = atom.name;
+    const std::string atom_name = mma::short_name(atom);
     if (atom.m <= 0 || atom.n <= 0 || atom.k <= 0) return "instruction " + atom_name + " has an empty tile";
+    if (atom.c_fragment.empty()) return "instruction " + atom_name + " has no accumulator fragment map (layout.hpp)";
     if (warps <= 0 || warps % warps_per_unit() != 0)
       return "warps=" + std::to_string(warps) + ": " + atom_name + " is issued by " +
              std::to_string(warps_per_unit()) + " warp(s) at a time";
@@ -132,7 +113,7 @@ struct UnionFind {
 // The Q and K groups of a tiling (which must validate()).
 LOWBIT_HD constexpr QkGroups derive_groups(const ThreadTiling& t, GroupScope scope) {
   detail::UnionFind q(t.block_q), k(t.block_k);
-  const layout::Fragment& c = t.atom.accumulator;
+  const layout::Fragment& c = t.atom.c_fragment;
   const int m_tiles = t.rows_per_unit() / t.atom.m, n_tiles = t.block_k / t.atom.n;
   for (int unit = 0; unit < t.units(); ++unit) {
     int q_anchor = -1, k_anchor = -1;  // the first row the current thread (or warp) holds

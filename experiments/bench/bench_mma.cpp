@@ -19,8 +19,8 @@
 
 #include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/gemm.hpp"
-#include "emulation/mma/reference.hpp"
 #include "experiments/common/results.hpp"
+#include "verification/reference.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
                     "# bench_mma: emulated MMA throughput per core\n\n"
                     "Produced by `" + run.command + "` (experiments/bench/bench_mma.cpp). Rates are emulated\n"
                     "multiply-accumulates per CPU second of one thread; the exact-rational reference (Boost cpp_rational,\n"
-                    "emulation/mma/reference.hpp) recomputes a block of the same outputs, which must be bit-equal.\n\n`" +
+                    "verification/reference.hpp) recomputes a block of the same outputs, which must be bit-equal.\n\n`" +
                         provenance.comment_line() + "`, compiler " + provenance.compiler + ", engine kernel " + kernel +
                         ", load average " + fmt::format("{:.2f}", load) +
                         " (wall-clock rates suffer on a shared machine).\n\n" + table + "\n" + verdict);

@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
     std::vector<MatrixF> tensor;
     for (int h = 0; h < heads; ++h) tensor.push_back(make_head(tokens, dim, std::uint64_t(h) + 1));
     const double elements = double(heads) * tokens * dim, bytes = elements * sizeof(float);
-    const ThreadTiling tiling{atoms::mma_m16n8k64_s4, 4, 128, 64};
+    const ThreadTiling tiling{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
     const std::vector<Role> roles{
         {"K (smooth: mean of all tokens)", 0, presets::int4(grouping::per_thread(tiling, Operand::k))},
         {"Q (smooth: mean per 128-token block)", 128, presets::int4(grouping::per_thread(tiling, Operand::q))}};

@@ -12,7 +12,7 @@
 #include "experiments/cli/code_text.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/cli/gpu_run.hpp"
-#include "kernels/cvt_probe.hpp"
+#include "kernels/probes/cvt_probe.hpp"
 #include "numerics/parallel.hpp"
 
 namespace lowbit::cli {

@@ -6,13 +6,14 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "emulation/mma/families.hpp"
-#include "emulation/mma/vector_file.hpp"
-#include "emulation/mma/verify.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/cli/gpu_run.hpp"
-#include "kernels/mma_probe.hpp"
+#include "kernels/probes/mma_probe.hpp"
 #include "numerics/parallel.hpp"
+#include "verification/families.hpp"
+#include "verification/tile_codes.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 
 namespace lowbit::cli {
 namespace {
@@ -32,11 +33,19 @@ struct Args {
 
 // What one row of the table runs: an instruction once per tile, or a whole K loop through it.
 struct Job {
-  mma::TileSpec spec;                // the tiles' shape (k = the K loop's depth for K-loop jobs)
+  mma::Atom atom;                    // the instruction
+  int depth = 0;                     // the tiles' k: the instruction's, or the K loop's depth
   std::string label;                 // the row's name; also names the sample and failure files
   std::optional<int> mmas_per_flush;  // K-loop jobs: recorded in each tile, read back by verify_tile
-  void (*run)(std::span<mma::Tile> tiles);
+  void (*run)(const kernels::TileBatch& tiles);
 };
+
+// The job's probe on a batch of vector-file tiles: fills each tile's d.
+void run_on_gpu(const Job& job, std::span<mma::Tile> tiles) {
+  mma::TileCodes codes = mma::tile_codes(job.atom, job.depth, tiles);
+  job.run({codes.count, codes.a, codes.b, codes.c, codes.d});
+  mma::store_d(job.atom, codes, tiles);
+}
 
 struct Row {
   std::string instruction;
@@ -87,7 +96,7 @@ double seconds_since(std::chrono::steady_clock::time_point& since) {
 // OUTPUT_DIR/failures/<label>.jsonl.gz.
 Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
   const auto start = std::chrono::steady_clock::now();
-  const mma::TileSpec& s = job.spec;
+  const mma::Atom& s = job.atom;
   const std::uint64_t outputs = std::uint64_t(s.m) * s.n;
   const std::uint64_t batch = std::max<std::uint64_t>(64, (std::uint64_t{1} << 21) / outputs);
   const std::uint64_t sample_tiles = std::max<std::uint64_t>(args.families.size(), args.sample_outputs / outputs);
@@ -100,9 +109,12 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
   bool modeled = true;  // looked up once: an unmodeled instruction is recorded and exact-checked only
   std::vector<mma::NeighbourModel> neighbours;
   try {
-    const mma::Instruction instruction = mma::find_instruction(gpu.arch, s.instruction);
+    const mma::Instruction instruction = mma::find_instruction(gpu.arch, s.name.view());
     row.model = std::string(mma::to_string(instruction.source.status));
-    if (args.neighbours) neighbours = mma::neighbouring_models(instruction.model);
+    if (args.neighbours)
+      for (auto& n : mma::neighbouring_models(instruction))
+        if (n.skipped.empty()) neighbours.push_back(std::move(n));
+        else fmt::print(stderr, "{}: neighbour {} skipped: {}\n", row.instruction, n.change, n.skipped);
   } catch (const mma::UnknownInstruction&) {
     modeled = false;
   }
@@ -116,13 +128,13 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
     results.assign(count, {});
     auto phase = std::chrono::steady_clock::now();
     parallel_for(count, [&](std::size_t i, unsigned) {
-      tiles[i] = mma::make_input_tile(s, args.seed, first + i, args.families[(first + i) % args.families.size()]);
+      tiles[i] = mma::make_input_tile(s, args.seed, first + i, args.families[(first + i) % args.families.size()], job.depth);
       tiles[i].arch = gpu.arch;
       tiles[i].device = gpu.name;
       if (job.mmas_per_flush) tiles[i].extra["mmas_per_flush"] = *job.mmas_per_flush;
     });
     row.generate_seconds += seconds_since(phase);
-    job.run(tiles);
+    run_on_gpu(job, tiles);
     row.gpu_seconds += seconds_since(phase);
     for (auto& failed : neighbour_failed) failed.assign(count, 0);
     parallel_for(count, [&](std::size_t i, unsigned) {
@@ -160,8 +172,8 @@ Row verify_job(const Job& job, const kernels::GpuInfo& gpu, const Args& args) {
 }
 
 // Whether every chosen family applies to the instruction (the targeted ones need floating accumulators).
-bool families_apply(const Args& args, const mma::TileSpec& spec) {
-  return std::all_of(args.families.begin(), args.families.end(), [&](mma::Family f) { return mma::applies(f, spec); });
+bool families_apply(const Args& args, const mma::Atom& atom) {
+  return std::all_of(args.families.begin(), args.families.end(), [&](mma::Family f) { return mma::applies(f, atom); });
 }
 
 int run_verify_gpu(Args args) {
@@ -180,22 +192,21 @@ int run_verify_gpu(Args args) {
   const auto gpu = require_gpu("verify-gpu");
   if (!gpu) return kSkipped;
   std::vector<Job> jobs;
-  const auto add = [&](const mma::TileSpec& spec, std::string label, std::optional<int> flush, auto run) {
+  const auto add = [&](const mma::Atom& atom, int depth, std::string label, std::optional<int> flush, auto run) {
     if (!selected(args, label)) return;
-    if (!families_apply(args, spec))
+    if (!families_apply(args, atom))
       fmt::print(stderr, "lowbit verify-gpu: {}: skipped (a chosen family needs a floating accumulator)\n", label);
     else
-      jobs.push_back({spec, std::move(label), flush, run});
+      jobs.push_back({atom, depth, std::move(label), flush, run});
   };
   if (args.kloop) {
     for (const auto& p : kernels::wgmma_kloop_probes()) {
-      const mma::TileSpec& s = p.spec;
-      const int depth = p.steps * s.k;
-      add({s.instruction, s.m, s.n, depth, s.a, s.b, s.c},
-          fmt::format("{}.kloop-K{}-flush{}", s.instruction, depth, p.mmas_per_flush), p.mmas_per_flush, p.run);
+      const int depth = p.steps * p.atom.k;
+      add(p.atom, depth, fmt::format("{}.kloop-K{}-flush{}", p.atom.name.view(), depth, p.mmas_per_flush),
+          p.mmas_per_flush, p.run);
     }
   } else {
-    for (const auto& p : kernels::mma_probes()) add(p.spec, std::string(p.spec.instruction), std::nullopt, p.run);
+    for (const auto& p : kernels::mma_probes()) add(p.atom, p.atom.k, p.atom.name.str(), std::nullopt, p.run);
   }
   if (jobs.empty()) {
     fmt::print(stderr, "lowbit verify-gpu: --only and --families leave no probed instruction\n");

@@ -1,13 +1,15 @@
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "emulation/mma/arithmetic.hpp"
-#include "emulation/mma/verify.hpp"
-#include "emulation/mma/vector_file.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 #include "experiments/cli/command.hpp"
 
 namespace lowbit::cli {
@@ -18,6 +20,7 @@ struct VerifyArgs {
   int details = 5;  // mismatching tiles shown in full (rejected lines are all listed)
   int outputs = 4;  // differing outputs shown per failing tile
   bool neighbours = false;
+  std::string change;  // --change: model parameters changed for every tile (verify.hpp, ModelChange)
 };
 
 // Rejected lines are listed one by one up to this many (a file of nothing but bad lines stays readable).
@@ -34,7 +37,11 @@ void print_neighbours(const std::map<std::string, std::vector<mma::Tile>>& check
   for (const auto& [key, tiles] : checked) {
     const auto instruction = mma::find_instruction(tiles.front().arch, tiles.front().instruction);
     fmt::print("  {}\n", key);
-    for (const auto& neighbour : mma::neighbouring_models(instruction.model)) {
+    for (const auto& neighbour : mma::neighbouring_models(instruction)) {
+      if (!neighbour.skipped.empty()) {
+        fmt::print("    {:<30} skipped: {}\n", neighbour.change, neighbour.skipped);
+        continue;
+      }
       std::size_t failing = 0;
       for (const auto& t : tiles) failing += mma::verify_tile(t, neighbour.model).outcome != mma::TileVerdict::Outcome::passed;
       fmt::print("    {:<30} {:>5} of {:>5}\n", neighbour.change, failing, tiles.size());
@@ -43,6 +50,30 @@ void print_neighbours(const std::map<std::string, std::vector<mma::Tile>>& check
 }
 
 int run_verify(const VerifyArgs& args) {
+  std::optional<mma::ModelChange> change;
+  if (!args.change.empty() && args.neighbours) {
+    fmt::print(stderr, "lowbit verify-vectors: --change and --neighbours do not combine (neighbours are of the "
+                       "instructions' own models)\n");
+    return 2;
+  }
+  if (!args.change.empty()) {
+    auto parsed = mma::parse_model_change(args.change);
+    if (auto* why = std::get_if<std::string>(&parsed)) {
+      fmt::print(stderr, "lowbit verify-vectors: --change {}: {}\n", args.change, *why);
+      return 2;
+    }
+    change = std::get<mma::ModelChange>(parsed);
+  }
+  // Each tile's own model, or that model with --change applied (an unknown instruction is left
+  // to verify_tile, which reports it).
+  const auto verify = [&](const mma::Tile& tile) {
+    if (!change) return mma::verify_tile(tile);
+    try {
+      return mma::verify_tile(tile, change->applied_to(mma::find_instruction(tile.arch, tile.instruction).model));
+    } catch (const mma::UnknownInstruction&) {
+      return mma::verify_tile(tile);
+    }
+  };
   Counts total;
   std::map<std::string, Counts> by_instruction;  // "arch instruction"
   std::vector<std::string> rejected;    // lines that could not be checked (malformed, not fitting), in file order
@@ -62,7 +93,7 @@ int run_verify(const VerifyArgs& args) {
       const auto parsed = mma::parse_tile_line(text);
       if (!parsed.tile) return fail(rejected, fmt::format("{}: malformed line: {}", where, parsed.error));
       const mma::Tile& tile = *parsed.tile;
-      const auto verdict = mma::verify_tile(tile);
+      const auto verdict = verify(tile);
       Counts& counts = by_instruction[tile.arch + " " + tile.instruction];
       if (verdict.outcome == mma::TileVerdict::Outcome::passed) {
         ++total.passed;
@@ -133,6 +164,11 @@ void add_verify_vectors_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--neighbours", args->neighbours,
                 "Also run every passing tile through models with one parameter changed (F, L, output rounding, how C "
                 "enters, chunk order, zero-term exponent) and count the tiles each fails");
+  cmd->add_option("--change", args->change,
+                  "Recompute every tile with these parameters of its instruction's model changed, to test another "
+                  "(e.g. a published) model: comma-separated key=value, keys L, F, interleave, c (aligned, after), "
+                  "rounding (rz-fp32, rz-e8m13, rne-fp16), unpack (none, f16), e_zero, zero (keep-sign, plus); "
+                  "e.g. --change L=32,c=aligned,unpack=none,interleave=0");
   cmd->callback([&exit_code, args] { exit_code = run_verify(*args); });
 }
 

@@ -44,13 +44,16 @@ struct Row {
   double q_scale, k_scale;
 };
 
-MmaAtom parse_instruction(const std::string& name) {
-  for (const MmaAtom& a : {atoms::mma_m16n8k64_s4, atoms::mma_m16n8k32_s8})
-    if (name == a.name) return a;
-  if (name == "wgmma.m64n64k32.s8") return atoms::wgmma_m64k32_s8(64);
-  if (name == "wgmma.m64n128k32.s8") return atoms::wgmma_m64k32_s8(128);
-  throw std::invalid_argument("unknown instruction '" + name +
-                              "' (mma.m16n8k64.s4, mma.m16n8k32.s8, wgmma.m64n64k32.s8, wgmma.m64n128k32.s8)");
+// --instruction names the per-thread groups' instruction by its short name ("mma.m16n8k64.s4").
+mma::Atom parse_instruction(const std::string& name) {
+  const mma::Atom candidates[]{mma::atoms::mma_m16n8k64_s32_s4_s4, mma::atoms::mma_m16n8k32_s32_s8_s8,
+                               mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), mma::atoms::wgmma_m64nNk32_s32_s8_s8(128)};
+  std::string known;
+  for (const mma::Atom& a : candidates) {
+    if (name == mma::short_name(a)) return a;
+    known += (known.empty() ? "" : ", ") + mma::short_name(a);
+  }
+  throw std::invalid_argument("unknown instruction '" + name + "' (" + known + ")");
 }
 
 std::vector<Method> methods(const ThreadTiling& t, const Format& element) {
@@ -210,10 +213,10 @@ int main(int argc, char** argv) {
   try {
     tiling.atom = parse_instruction(instruction);
     if (auto why = tiling.validate()) throw std::invalid_argument("tiling: " + *why);
-    const Format element = element_name.empty() ? tiling.atom.element : format_from_string(element_name);
-    if (element != tiling.atom.element)
+    const Format element = element_name.empty() ? tiling.atom.a : format_from_string(element_name);
+    if (element != tiling.atom.a)
       throw std::invalid_argument("--element " + element_name + " does not fit --instruction " + instruction +
-                                  ", which multiplies " + format_name(tiling.atom.element) + " operands");
+                                  ", which multiplies " + format_name(tiling.atom.a) + " operands");
     const AttentionData d = data.empty() ? make_synthetic_attention(synthetic)
                                          : load_attention_npy(data[0], data[1], data[2]);
     std::vector<Method> ms;

@@ -135,7 +135,7 @@ __device__ inline layout::Offset at(int thread, int value) {
 // The per-thread groups of one sub_chunk x sub_chunk score tile of mma.sync m16n8k32 s8 on one warp
 // (the tiling Pipeline::score_tiling() gives the int8 presets).
 __constant__ quant::QkGroups kScoreGroups = quant::derive_groups(
-    quant::ThreadTiling{quant::atoms::mma_m16n8k32_s8, 1, kGlaSubChunk, kGlaSubChunk}, quant::GroupScope::thread);
+    quant::ThreadTiling{mma::atoms::mma_m16n8k32_s32_s8_s8, 1, kGlaSubChunk, kGlaSubChunk}, quant::GroupScope::thread);
 
 // ---- shared memory -----------------------------------------------------------------------------
 template <int DK, int DV>

@@ -171,14 +171,14 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               const MatrixCode bt = K.tensor.codes.middleRows(first, bkv).transpose();
               const MatrixCode zero = MatrixCode::Zero(1, bkv);
               MatrixCode sa, sb;
-              if (qk->atom.scale) {
+              if (qk->atom.block_scaled()) {
                 sa = block_scales(Q.tensor, row, 1, 0, depth);
                 sb = block_scales(K.tensor, first, bkv, 0, depth).transpose();
               }
-              const MatrixCode dres = mma::gemm(*qk, {a, bt, zero, qk->atom.scale ? &sa : nullptr, qk->atom.scale ? &sb : nullptr});
+              const MatrixCode dres = mma::gemm(*qk, {a, bt, zero, qk->atom.block_scaled() ? &sa : nullptr, qk->atom.block_scaled() ? &sb : nullptr});
               for (int j = 0; j < bkv; ++j) {
                 const float scale = st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j));
-                s[std::size_t(j)] = qk->atom.d == mma::s32
+                s[std::size_t(j)] = qk->atom.d == formats::s32
                                         ? st::dequantize_score(std::int32_t(dres(0, j)), scale)
                                         : st::dequantize_score(accumulator_float(qk->atom.d, dres(0, j)), scale);
               }
@@ -247,12 +247,12 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                 for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j0 + j, c);
               const MatrixCode pa = pc.middleCols(j0, width);
               MatrixCode sa, sb;
-              if (pv->atom.scale) {
+              if (pv->atom.block_scaled()) {
                 sa = ps.middleCols(j0 / 16, width / 16);
                 sb = block_scales(V.tensor, 0, dv, first + j0, width).transpose();
               }
               const MatrixCode zero = MatrixCode::Zero(1, dv);
-              const MatrixCode r = mma::gemm(*pv, {pa, vb, zero, pv->atom.scale ? &sa : nullptr, pv->atom.scale ? &sb : nullptr});
+              const MatrixCode r = mma::gemm(*pv, {pa, vb, zero, pv->atom.block_scaled() ? &sa : nullptr, pv->atom.block_scaled() ? &sb : nullptr});
               for (int c = 0; c < dv; ++c) {
                 float R = accumulator_float(pv->atom.d, r(0, c));
                 if (has_factor) R = st::mul_rn(R, factor);

@@ -185,9 +185,9 @@ TEST_CASE("sage2-8b reads the Hopper recipe: tiling, thread groups, K mean chunk
     CHECK(p.quant_spec(Role::q).grouping.row_group_of == quant::grouping::per_thread(recipe, quant::Operand::q).row_group_of);
     CHECK(p.quant_spec(Role::k).grouping.row_group_of == quant::grouping::per_thread(recipe, quant::Operand::k).row_group_of);
     // Its instructions are the recorded Hopper ones.
-    CHECK(p.qk_instruction().atom.name == "wgmma.mma_async.sync.aligned.m" + std::to_string(64) + "n" +
+    CHECK(p.qk_instruction().atom.name.view() == "wgmma.mma_async.sync.aligned.m" + std::to_string(64) + "n" +
                                               std::to_string(r.block_kv) + "k32.s32.s8.s8");
-    CHECK(p.pv_instruction(d).atom.name ==
+    CHECK(p.pv_instruction(d).atom.name.view() ==
           "wgmma.mma_async.sync.aligned.m64n" + std::to_string(d) + "k32.f32.e4m3.e4m3");
     CHECK(p.pv_instruction(d).model.fused.rounding == mma::OutputRounding::rz_e8m13);
   }

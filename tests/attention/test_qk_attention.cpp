@@ -20,7 +20,7 @@ TEST_CASE("attention inputs are scanned as given: one NaN smoothed over a block 
   // Smoothing Q with block 128 turns one NaN at [130, 5] into a NaN mean for channel 5 of rows
   // 128..255; the scan runs before it, so the report is the input's.
   MatrixF q = test::normal_tensor(256, 64, 1), k = test::normal_tensor(192, 64, 2), v = test::normal_tensor(192, 32, 3);
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   QkAttentionConfig config{presets::int4(grouping::per_thread(t, Operand::q)),
                            presets::int4(grouping::per_thread(t, Operand::k))};
   REQUIRE(config.smooth_q);

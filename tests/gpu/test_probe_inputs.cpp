@@ -10,26 +10,27 @@
 
 #include "emulation/convert.hpp"
 #include "emulation/mma/arithmetic.hpp"
-#include "emulation/mma/families.hpp"
-#include "emulation/mma/vector_file.hpp"
-#include "emulation/mma/verify.hpp"
+#include "verification/families.hpp"
+#include "verification/tile_codes.hpp"
+#include "verification/vector_file.hpp"
+#include "verification/verify.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
 
 namespace {
 
-const TileSpec kFp8{"mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32", 16, 8, 32, formats::e4m3, formats::e5m2,
-                    formats::fp32};
-const TileSpec kF16Acc{"wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16", 64, 8, 16, formats::fp16, formats::fp16,
-                       formats::fp16};
-const TileSpec kS4Sat{"mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32", 16, 8, 64, formats::int4,
-                      formats::int4, s32};
+constexpr Atom kFp8 = mma_sync_atom(16, 8, 32, formats::fp32, formats::e4m3, formats::e5m2, formats::fp32);
+constexpr Atom kF16Acc = wgmma_atom(8, 16, formats::fp16, formats::fp16, formats::fp16);
+constexpr Atom kS4Sat = mma_sync_atom(16, 8, 64, formats::s32, formats::int4, formats::int4, formats::s32, true);
+static_assert(kFp8.name.view() == "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32");
+static_assert(kF16Acc.name.view() == "wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16");
+static_assert(kS4Sat.name.view() == "mma.sync.aligned.m16n8k64.row.col.satfinite.s32.s4.s4.s32");
 
 double value(const Format& f, Code c) { return decode(f, c); }
 
 // D computed exactly in double (valid where exact_check applies), stored as accumulator words.
-void fill_exact_d(const TileSpec& s, Tile& t) {
+void fill_exact_d(const Atom& s, Tile& t) {
   t.d.resize(t.c.size());
   for (int i = 0; i < s.m; ++i)
     for (int j = 0; j < s.n; ++j) {
@@ -119,11 +120,11 @@ TEST_CASE("f16 accumulator words round-trip every code", "[probes]") {
   }
   CHECK_FALSE(accumulator_code(formats::fp16, std::bit_cast<std::uint32_t>(1.0f + 0x1p-20f)).has_value());
   CHECK_FALSE(accumulator_code(formats::fp16, std::bit_cast<std::uint32_t>(0x1p20f)).has_value());
-  CHECK(accumulator_code(s32, 0xdeadbeef) == Code{0xdeadbeef});
+  CHECK(accumulator_code(formats::s32, 0xdeadbeef) == Code{0xdeadbeef});
 }
 
 TEST_CASE("exact_check accepts the exact result and rejects a changed bit", "[probes]") {
-  for (const TileSpec* spec : {&kFp8, &kF16Acc, &kS4Sat}) {
+  for (const Atom* spec : {&kFp8, &kF16Acc, &kS4Sat}) {
     const std::uint64_t index = 5;  // the exact family
     REQUIRE(family_of(index) == Family::exact);
     Tile t = make_input_tile(*spec, 11, index);
@@ -138,7 +139,7 @@ TEST_CASE("exact_check accepts the exact result and rejects a changed bit", "[pr
 }
 
 TEST_CASE("exact_check wraps plain s32 and saturates .satfinite", "[probes]") {
-  const TileSpec plain{"mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32", 16, 8, 64, formats::int4, formats::int4, s32};
+  constexpr Atom plain = mma_sync_atom(16, 8, 64, formats::s32, formats::int4, formats::int4, formats::s32);
   const std::uint64_t index = 6;  // specials: extreme codes, C near the s32 limits
   REQUIRE(family_of(index) == Family::specials);
   bool overflowed = false;
@@ -192,9 +193,8 @@ TEST_CASE("every recorded probe tile is regenerated from its seed, index and fam
         REQUIRE(family.has_value());
         const Atom atom = find_instruction(recorded.arch, recorded.instruction).atom;
         // K-loop tiles are m x K by K x n for a K of several instructions' k.
-        const TileSpec spec{atom.name, atom.m, atom.n, recorded.k, atom.a, atom.b, atom.c};
-        const Tile fresh = make_input_tile(spec, recorded.extra["seed"].get<std::uint64_t>(),
-                                           recorded.extra["index"].get<std::uint64_t>(), *family);
+        const Tile fresh = make_input_tile(atom, recorded.extra["seed"].get<std::uint64_t>(),
+                                           recorded.extra["index"].get<std::uint64_t>(), *family, recorded.k);
         INFO(entry.path().filename().string() << " tile " << recorded.extra["index"]);
         CHECK(fresh.a == recorded.a);
         CHECK(fresh.b == recorded.b);
@@ -230,10 +230,9 @@ namespace {
 // `neighbour` (D computed by the registry's model, as the GPU would if the model is right).
 std::size_t tiles_telling_apart(const char* instruction, Family family, const Model& neighbour, int tiles) {
   const Instruction in = find_instruction("sm_90", instruction);
-  const TileSpec spec{in.atom.name, in.atom.m, in.atom.n, in.atom.k, in.atom.a, in.atom.b, in.atom.c};
   std::size_t failing = 0;
   for (int i = 0; i < tiles; ++i) {
-    Tile t = make_input_tile(spec, 1, std::uint64_t(i), family);
+    Tile t = make_input_tile(in.atom, 1, std::uint64_t(i), family);
     t.arch = "sm_90";
     t.d = execute(in, {t.a, t.b, t.c});
     failing += verify_tile(t, neighbour).outcome != TileVerdict::Outcome::passed;
@@ -253,4 +252,30 @@ TEST_CASE("tiny_products tiles pin the zero-term exponent of bf16 to one integer
       CHECK(tiles_telling_apart(name, Family::tiny_products, neighbour, 200) >= 10);
     }
   }
+}
+
+TEST_CASE("tiles become the probes' code arrays and back", "[probes]") {
+  std::vector<Tile> tiles{make_input_tile(kF16Acc, 4, 0), make_input_tile(kF16Acc, 4, 1, Family::subnormal_c)};
+  const TileCodes codes = tile_codes(kF16Acc, kF16Acc.k, tiles);
+  REQUIRE(codes.count == 2);
+  REQUIRE(codes.a.size() == 2u * 64 * 16);
+  REQUIRE(codes.c.size() == 2u * 64 * 8);
+  CHECK(codes.a[64 * 16] == tiles[1].a[0]);
+  CHECK(codes.b.back() == tiles[1].b.back());
+  // C is held as f16 codes (the files widen them to binary32); D comes back as the files' words.
+  CHECK(codes.c[64 * 8] == *accumulator_code(formats::fp16, tiles[1].c[0]));
+  CHECK((codes.c[64 * 8] & 0x7c00) == 0);
+  TileCodes gpu = codes;
+  gpu.d = gpu.c;  // as if D = C
+  store_d(kF16Acc, gpu, tiles);
+  CHECK(tiles[1].d == tiles[1].c);
+  CHECK(tiles[0].d == tiles[0].c);
+
+  Tile wrong = tiles[0];
+  wrong.b.pop_back();
+  CHECK_THROWS_WITH(tile_codes(kF16Acc, kF16Acc.k, std::vector<Tile>{tiles[0], wrong}),
+                    Catch::Contains("tile 1 of wgmma.mma_async.sync.aligned.m64n8k16.f16.f16.f16: field sizes"));
+  wrong = tiles[0];
+  wrong.c[3] = 0x3f800001;  // not an f16 value
+  CHECK_THROWS_WITH(tile_codes(kF16Acc, kF16Acc.k, std::vector<Tile>{wrong}), Catch::Contains("C word 3"));
 }

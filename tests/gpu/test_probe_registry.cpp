@@ -1,7 +1,7 @@
 // The probe kernels' compile-time atoms against the emulator's registry: for every probed
-// instruction the emulator models, shape, formats and register fragments agree (the kernels
-// cannot read the registry at compile time, so this test keeps the two from drifting).
-// Needs no GPU.
+// instruction the emulator models, the record the kernel is built from (emulation/mma/atom.hpp,
+// whose name its inline PTX must spell) is the record the registry makes from that name, and the
+// fragments the kernel loads and stores registers through exist. Needs no GPU.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -11,42 +11,36 @@
 #include <nlohmann/json.hpp>
 
 #include "emulation/mma/instruction.hpp"
-#include "kernels/mma_probe.hpp"
+#include "kernels/probes/mma_probe.hpp"
 
 using namespace lowbit;
 
-TEST_CASE("every probe agrees with the emulator's atom for its instruction", "[probes][registry]") {
+TEST_CASE("every probe's atom is the emulator's record for its instruction", "[probes][registry]") {
   std::size_t modeled = 0;
   for (const auto& probe : kernels::mma_probes()) {
-    const auto& s = probe.spec;
-    INFO(s.instruction);
+    const mma::Atom& at = probe.atom;
+    INFO(at.name.view());
+    CHECK_FALSE(at.c_fragment.empty());
+    if (at.issue == mma::Issue::mma_sync) {
+      CHECK_FALSE(at.a_fragment.empty());
+      CHECK_FALSE(at.b_fragment.empty());
+    }
     std::optional<mma::Instruction> found;
     try {
-      found = mma::find_instruction("sm_90", s.instruction);
+      found = mma::find_instruction("sm_90", at.name.view());
     } catch (const mma::UnknownInstruction&) {
-      WARN("not modeled by the emulator (recorded and exact-checked only): " << s.instruction);
+      WARN("not modeled by the emulator (recorded and exact-checked only): " << at.name.view());
       continue;
     }
     ++modeled;
-    const mma::Atom& at = found->atom;
-    CHECK(at.name == s.instruction);
-    CHECK(at.m == s.m);
-    CHECK(at.n == s.n);
-    CHECK(at.k == s.k);
-    CHECK(at.a == s.a);
-    CHECK(at.b == s.b);
-    CHECK(at.c == s.c);
-    CHECK(at.d == s.c);
-    CHECK(at.issue == (probe.warpgroup ? mma::Issue::wgmma : mma::Issue::mma_sync));
-    REQUIRE(at.c_fragment.has_value());
-    CHECK(*at.c_fragment == probe.c_fragment);
-    if (!probe.warpgroup) {
-      CHECK(at.a_fragment == probe.a_fragment);
-      CHECK(at.b_fragment == probe.b_fragment);
-    }
+    CHECK(found->atom == at);
   }
   // Every probed instruction is modeled (verify-gpu checks each one's tiles against its model).
   CHECK(modeled == kernels::mma_probes().size());
+  for (const auto& probe : kernels::wgmma_kloop_probes()) {
+    INFO(probe.atom.name.view());
+    CHECK(mma::find_instruction("sm_90", probe.atom.name.view()).atom == probe.atom);
+  }
 }
 
 TEST_CASE("the probes are the instructions of the last complete recorded GPU run", "[probes][registry]") {
@@ -59,7 +53,7 @@ TEST_CASE("the probes are the instructions of the last complete recorded GPU run
   REQUIRE(run.at("complete").get<bool>());
   std::set<std::string> recorded, probed;
   for (const auto& row : run.at("instructions")) recorded.insert(row.at("instruction").get<std::string>());
-  for (const auto& probe : kernels::mma_probes()) probed.emplace(probe.spec.instruction);
+  for (const auto& probe : kernels::mma_probes()) probed.emplace(probe.atom.name.view());
   INFO(path.string());
   CHECK(probed.size() == kernels::mma_probes().size());  // no instruction probed twice
   CHECK(probed == recorded);

@@ -139,7 +139,7 @@ linear::ForwardResult plain_gla(const linear::Pipeline& p, const MatrixF& q, con
         qr.codes = padded(qr.codes, depth);
         for (auto& col : k_cols) col = padded(col, depth);
         std::vector<float> scores(static_cast<std::size_t>(keys));
-        if (score_in->atom.d == mma::s32) {
+        if (score_in->atom.d == formats::s32) {
           for (int s = 0; s < keys; ++s)
             scores[std::size_t(s)] = st::dequantize_score(std::int32_t(integer_dot(score_in->atom.a, qr.codes, k_cols[std::size_t(s)])),
                                                           st::score_scale(qr.scale, k_scales[std::size_t(s)]));

@@ -167,8 +167,7 @@ TEST_CASE("the int8 presets' score tiling is the one the GPU kernel hard-codes",
   // kernels/linear/gla_intra.cu derives its per-thread groups from this tiling in constant memory.
   for (const char* name : {"int8-smooth", "int8-smooth-fp8"}) {
     const quant::ThreadTiling t = preset(name, {64, 16}).score_tiling();
-    CHECK(t.atom.name == std::string(quant::atoms::mma_m16n8k32_s8.name));
-    CHECK(t.atom.accumulator == quant::atoms::mma_m16n8k32_s8.accumulator);
+    CHECK(t.atom == mma::atoms::mma_m16n8k32_s32_s8_s8);
     CHECK(t.warps == 1);
     CHECK(t.block_q == 16);
     CHECK(t.block_k == 16);

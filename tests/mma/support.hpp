@@ -12,7 +12,7 @@
 #include "emulation/convert.hpp"
 #include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/gemm.hpp"
-#include "emulation/mma/reference.hpp"
+#include "verification/reference.hpp"
 
 namespace lowbit::mma::test {
 
@@ -45,8 +45,8 @@ inline DotResult run_dot(const Instruction& in, const Dot& dot) {
   for (std::size_t k = 0; k < dot.b_codes.size(); ++k) b[k * std::size_t(at.n)] = dot.b_codes[k];
   c[0] = dot.c;
   std::vector<Code> sa, sb;
-  if (at.scale) {
-    const Code one = code_of(*at.scale, 1.0);
+  if (at.block_scaled()) {
+    const Code one = code_of(at.scale, 1.0);
     sa.assign(std::size_t(at.m * at.scale_columns()), one);
     sb.assign(std::size_t(at.scale_columns() * at.n), one);
     for (std::size_t s = 0; s < dot.scale_a.size(); ++s) sa[s] = dot.scale_a[s];

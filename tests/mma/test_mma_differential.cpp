@@ -30,7 +30,7 @@ MatrixCode random_accumulators(const Format& f, Eigen::Index rows, Eigen::Index 
 struct Operands {
   MatrixCode a, b, c, scale_a, scale_b;
   GemmOperands view(const Atom& at) const {
-    return {a, b, c, at.scale ? &scale_a : nullptr, at.scale ? &scale_b : nullptr};
+    return {a, b, c, at.block_scaled() ? &scale_a : nullptr, at.block_scaled() ? &scale_b : nullptr};
   }
 };
 
@@ -40,12 +40,12 @@ Operands random_operands(const Atom& at, Eigen::Index M, Eigen::Index N, Eigen::
   o.a = random_codes(at.a, M, K, mix, rng);
   o.b = random_codes(at.b, K, N, mix, rng);
   o.c = random_accumulators(fp32_c ? formats::fp32 : at.c, M, N, rng);
-  if (at.scale) {
+  if (at.block_scaled()) {
     // Scales near 1 (codes 120..135 of UE8M0, or any UE4M3 byte) so products stay in range.
     const auto scale = [&](Eigen::Index r, Eigen::Index c) {
       MatrixCode s(r, c);
       for (auto& x : s.reshaped())
-        x = *at.scale == formats::ue8m0 ? Code(120 + rng() % 16) : random_code(*at.scale, Mix::uniform, rng);
+        x = at.scale == formats::ue8m0 ? Code(120 + rng() % 16) : random_code(at.scale, Mix::uniform, rng);
       return s;
     };
     o.scale_a = scale(M, K / at.scale_block);
@@ -118,9 +118,9 @@ TEST_CASE("the K loop (chained, flushed into fp32, padded): engine == reference"
     const Instruction in = find_instruction(arch, name);
     const Atom& at = in.atom;
     for (int flush : {0, 1, 2}) {
-      if (flush && at.d == s32) continue;
+      if (flush && at.d == formats::s32) continue;
       for (bool pad : {false, true}) {
-        if (pad && at.scale) continue;
+        if (pad && at.block_scaled()) continue;
         const Eigen::Index K = 3 * at.k + (pad ? at.k / 2 + 1 : 0);
         const Operands o = random_operands(at, 5, 3, K, Mix::narrow, flush > 0, rng);
         const KLoop loop{flush, pad};

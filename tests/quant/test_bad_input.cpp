@@ -168,7 +168,7 @@ TEST_CASE("propagate, NVFP4: one Inf makes its block's UE4M3 scale NaN (0x7F), n
 }
 
 TEST_CASE("ragged shapes are zero-padded to whole blocks, nothing is truncated", "[bad-input][padding]") {
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   const MatrixF k = test::normal_tensor(100, 70, 1);
   const QuantizedTensor q = quantize(k, presets::int4(grouping::per_thread(t, Operand::k)), "K");
   CHECK(q.rows == 100);

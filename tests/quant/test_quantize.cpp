@@ -24,8 +24,8 @@ MatrixF random_tensor(int rows, int cols, std::uint64_t seed, float spread = 3.0
 }
 
 std::vector<Grouping> all_groupings() {
-  const ThreadTiling mma{atoms::mma_m16n8k64_s4, 4, 128, 64};
-  const ThreadTiling wg{atoms::wgmma_m64k32_s8(64), 4, 128, 64};
+  const ThreadTiling mma{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
+  const ThreadTiling wg{mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64};
   return {grouping::per_tensor(),
           grouping::per_block(128),
           grouping::per_block(64),
@@ -157,7 +157,7 @@ TEST_CASE("the fast quantizer equals the element-by-element reference, bit for b
 }
 
 TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)", "[quantize]") {
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   const MatrixF q = random_tensor(128, 128, 5), k = random_tensor(64, 128, 6);
   const QuantizedTensor qq = quantize(q, presets::int4(grouping::per_thread(t, Operand::q)));
   const QuantizedTensor kq = quantize(k, presets::int4(grouping::per_thread(t, Operand::k)));

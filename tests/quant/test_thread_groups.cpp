@@ -104,7 +104,7 @@ static_assert(derive_groups(ThreadTiling{}, GroupScope::thread).q.count == 32);
 static_assert(derive_groups(ThreadTiling{}, GroupScope::thread).k.count == 4);
 
 TEST_CASE("mma.m16n8k64.s4, 4 warps, 128x64: the paper's 32 Q groups and 4 K groups", "[groups]") {
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   REQUIRE_FALSE(t.validate());
   const QkGroups g = derive_groups(t, GroupScope::thread);
   CHECK(g.q.count == 32);
@@ -127,20 +127,20 @@ TEST_CASE("per-thread groups equal the closure of the PTX fragment formulas", "[
     bool wgmma, m8n8;
   };
   const std::vector<Case> cases{
-      {{atoms::mma_m16n8k64_s4, 4, 128, 64}, 4, false, false},
-      {{atoms::mma_m16n8k32_s8, 4, 128, 64}, 4, false, false},
-      {{atoms::mma_m16n8k32_s8, 8, 128, 64}, 8, false, false},
-      {{atoms::mma_m16n8k64_s4, 2, 64, 32}, 2, false, false},
-      {{atoms::mma_m16n8k64_s4, 4, 256, 128}, 4, false, false},
-      {{atoms::mma_m8n8k32_s4, 4, 32, 64}, 4, false, true},
-      {{atoms::wgmma_m64k32_s8(64), 4, 128, 64}, 1, true, false},
-      {{atoms::wgmma_m64k32_s8(128), 4, 64, 128}, 1, true, false},
-      {{atoms::wgmma_m64k32_s8(64), 8, 128, 64}, 2, true, false},
+      {{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64}, 4, false, false},
+      {{mma::atoms::mma_m16n8k32_s32_s8_s8, 4, 128, 64}, 4, false, false},
+      {{mma::atoms::mma_m16n8k32_s32_s8_s8, 8, 128, 64}, 8, false, false},
+      {{mma::atoms::mma_m16n8k64_s32_s4_s4, 2, 64, 32}, 2, false, false},
+      {{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 256, 128}, 4, false, false},
+      {{mma::atoms::mma_m8n8k32_s32_s4_s4, 4, 32, 64}, 4, false, true},
+      {{mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64}, 1, true, false},
+      {{mma::atoms::wgmma_m64nNk32_s32_s8_s8(128), 4, 64, 128}, 1, true, false},
+      {{mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 8, 128, 64}, 2, true, false},
   };
   for (const Case& c : cases)
     for (bool per_warp : {false, true}) {
       const ThreadTiling& t = c.tiling;
-      INFO(t.atom.name << " warps=" << t.warps << " " << t.block_q << "x" << t.block_k << " per_warp=" << per_warp);
+      INFO(t.atom.name.view() << " warps=" << t.warps << " " << t.block_q << "x" << t.block_k << " per_warp=" << per_warp);
       REQUIRE_FALSE(t.validate());
       const QkGroups g = derive_groups(t, per_warp ? GroupScope::warp : GroupScope::thread);
       Expected e;
@@ -156,7 +156,7 @@ TEST_CASE("per-thread groups equal the closure of the PTX fragment formulas", "[
 }
 
 TEST_CASE("wgmma m64n64k32 s8 with one warpgroup on 128 rows: 32 Q groups, 4 K groups", "[groups]") {
-  const QkGroups g = derive_groups({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, GroupScope::thread);
+  const QkGroups g = derive_groups({mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64}, GroupScope::thread);
   CHECK(g.q.count == 32);
   CHECK(g.k.count == 4);
   // Thread (warp w, groupID i) holds rows 16w + i + {0, 8} of both m64 tiles.
@@ -166,7 +166,7 @@ TEST_CASE("wgmma m64n64k32 s8 with one warpgroup on 128 rows: 32 Q groups, 4 K g
 }
 
 TEST_CASE("per-warp, mma.sync: one Q group per warp's rows, one K group per block", "[groups]") {
-  const QkGroups g = derive_groups({atoms::mma_m16n8k64_s4, 4, 128, 64}, GroupScope::warp);
+  const QkGroups g = derive_groups({mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64}, GroupScope::warp);
   CHECK(g.q.count == 4);
   CHECK(g.k.count == 1);
   for (int r = 0; r < 128; ++r) CHECK(g.q.group_of_row[std::size_t(r)] == r / 32);
@@ -174,61 +174,51 @@ TEST_CASE("per-warp, mma.sync: one Q group per warp's rows, one K group per bloc
 
 TEST_CASE("per-warp, wgmma: a warp's rows are 16w..16w+15 of every 64-row tile, not the warpgroup's", "[groups]") {
   // One warpgroup on 128 rows (two m64 tiles): warp w holds rows 16w + {0..15} and 64 + 16w + {0..15}.
-  const QkGroups one = derive_groups({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, GroupScope::warp);
+  const QkGroups one = derive_groups({mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64}, GroupScope::warp);
   CHECK(one.q.count == 4);
   CHECK(one.k.count == 1);
   for (int r = 0; r < 128; ++r)
     for (int s = 0; s < 128; ++s)
       CHECK((one.q.group_of_row[std::size_t(r)] == one.q.group_of_row[std::size_t(s)]) == (r % 64 / 16 == s % 64 / 16));
   // Two warpgroups, 64 rows each: 8 warps, 8 groups of 16 consecutive rows.
-  const QkGroups two = derive_groups({atoms::wgmma_m64k32_s8(64), 8, 128, 64}, GroupScope::warp);
+  const QkGroups two = derive_groups({mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 8, 128, 64}, GroupScope::warp);
   CHECK(two.q.count == 8);
   for (int r = 0; r < 128; ++r) CHECK(two.q.group_of_row[std::size_t(r)] == r / 16);
-  const Grouping q = grouping::per_warp({atoms::wgmma_m64k32_s8(64), 4, 128, 64}, Operand::q);
+  const Grouping q = grouping::per_warp({mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64}, Operand::q);
   CHECK(q.name.rfind("per-warp(", 0) == 0);
   CHECK(q.groups_per_period == 4);
 }
 
-// MmaAtom is constexpr (derive_groups runs on the device) and the MMA registry is not, so the
-// atoms are typed twice; this keeps them equal: shape, element format (A and B) and accumulator
-// fragment of each atom against the registry's instruction.
-TEST_CASE("the quantizer's atoms agree with the MMA registry", "[groups][registry]") {
-  struct Case {
-    MmaAtom atom;
-    std::string ptx;
-  };
-  std::vector<Case> cases{{atoms::mma_m16n8k32_s8, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"},
-                          {atoms::mma_m16n8k64_s4, "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32"}};
-  for (int n = 8; n <= 256; n += 8)
-    cases.push_back({atoms::wgmma_m64k32_s8(n), "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k32.s32.s8.s8"});
-  for (const Case& c : cases) {
-    INFO(c.atom.name << " as " << c.ptx);
-    const mma::Atom at = mma::find_instruction("sm_90", c.ptx).atom;
-    CHECK(at.m == c.atom.m);
-    CHECK(at.n == c.atom.n);
-    CHECK(at.k == c.atom.k);
-    CHECK(at.a == c.atom.element);
-    CHECK(at.b == c.atom.element);
-    REQUIRE(at.c_fragment.has_value());
-    CHECK(*at.c_fragment == c.atom.accumulator);
+// The quantizer reads the registry's own records: each named atom is the one find_instruction
+// makes from its PTX name (the m8n8 shapes are not modeled: layout.hpp maps only their accumulator).
+TEST_CASE("the quantizer's atoms are the MMA registry's records", "[groups][registry]") {
+  std::vector<mma::Atom> atoms{mma::atoms::mma_m16n8k32_s32_s8_s8, mma::atoms::mma_m16n8k64_s32_s4_s4};
+  for (int n = 8; n <= 256; n += 8) atoms.push_back(mma::atoms::wgmma_m64nNk32_s32_s8_s8(n));
+  for (const mma::Atom& atom : atoms) {
+    INFO(atom.name.view());
+    CHECK(mma::find_instruction("sm_90", atom.name.view()).atom == atom);
   }
-  // The m8n8 atoms have no registry entry to agree with; when the registry gains them, this fails
-  // and they belong in the list above.
-  for (const char* ptx : {"mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32", "mma.sync.aligned.m8n8k32.row.col.s32.s4.s4.s32"})
-    CHECK_THROWS_AS(mma::find_instruction("sm_80", ptx), mma::UnknownInstruction);
+  for (const mma::Atom& atom : {mma::atoms::mma_m8n8k16_s32_s8_s8, mma::atoms::mma_m8n8k32_s32_s4_s4}) {
+    CHECK(atom.name.view().starts_with("mma.sync.aligned.m8n8k"));
+    CHECK(atom.c_fragment == layout::mma_m8n8_c);
+    CHECK_THROWS_AS(mma::find_instruction("sm_80", atom.name.view()), mma::UnknownInstruction);
+  }
 }
 
 TEST_CASE("invalid tilings are named precisely", "[groups]") {
-  CHECK(ThreadTiling{atoms::wgmma_m64k32_s8(64), 3, 128, 64}.validate().value_or("").find("warps=3") != std::string::npos);
-  CHECK(ThreadTiling{atoms::mma_m16n8k64_s4, 4, 96, 64}.validate().value_or("").find("block_q=96") != std::string::npos);
-  CHECK(ThreadTiling{atoms::mma_m16n8k64_s4, 4, 128, 60}.validate().value_or("").find("block_k=60") != std::string::npos);
-  CHECK(ThreadTiling{atoms::mma_m16n8k64_s4, 4, 1024, 64}.validate().value_or("").find("at most 512") != std::string::npos);
-  CHECK_THROWS_WITH(grouping::per_thread({atoms::mma_m16n8k64_s4, 4, 96, 64}, Operand::q),
+  CHECK(ThreadTiling{mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 3, 128, 64}.validate().value_or("").find("warps=3") != std::string::npos);
+  CHECK(ThreadTiling{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 96, 64}.validate().value_or("").find("block_q=96") != std::string::npos);
+  CHECK(ThreadTiling{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 60}.validate().value_or("").find("block_k=60") != std::string::npos);
+  CHECK(ThreadTiling{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 1024, 64}.validate().value_or("").find("at most 512") != std::string::npos);
+  const mma::Atom tcgen05 = mma::make_atom({.issue = mma::Issue::tcgen05, .m = 128, .n = 64, .k = 32, .d = formats::fp32,
+                                            .a = formats::e4m3, .b = formats::e4m3, .kind = "kind::f8f6f4"});
+  CHECK(ThreadTiling{tcgen05, 4, 128, 64}.validate().value_or("").find("no accumulator fragment") != std::string::npos);
+  CHECK_THROWS_WITH(grouping::per_thread({mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 96, 64}, Operand::q),
                     Catch::Contains("block_q=96"));
 }
 
 TEST_CASE("a per-thread grouping repeats its block map down the tensor", "[groups]") {
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   const Grouping q = grouping::per_thread(t, Operand::q), k = grouping::per_thread(t, Operand::k);
   CHECK(q.row_period == 128);
   CHECK(q.groups_per_period == 32);
@@ -246,7 +236,7 @@ TEST_CASE("a per-thread grouping repeats its block map down the tensor", "[group
 TEST_CASE("per-token and per-thread coincide when a block has one token per group", "[groups][property]") {
   // mma.m8n8k32.s4: each thread holds one row of its 8-row tile, so with 4 warps and
   // block_q = 32 every Q group is a single token.
-  const ThreadTiling t{atoms::mma_m8n8k32_s4, 4, 32, 64};
+  const ThreadTiling t{mma::atoms::mma_m8n8k32_s32_s4_s4, 4, 32, 64};
   const QkGroups g = derive_groups(t, GroupScope::thread);
   REQUIRE(g.q.count == 32);
   MatrixF x = test::normal_tensor(96, 64, 7);
@@ -259,7 +249,7 @@ TEST_CASE("per-token and per-thread coincide when a block has one token per grou
 }
 
 TEST_CASE("per-thread equals per-token on m16n8k64 when the rows of each group share their amax", "[groups][property]") {
-  const ThreadTiling t{atoms::mma_m16n8k64_s4, 4, 128, 64};
+  const ThreadTiling t{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64};
   MatrixF x = test::normal_tensor(256, 128, 11);
   // Give every row the same max: its largest element set to 5 (any group then has amax 5).
   for (int r = 0; r < x.rows(); ++r) {

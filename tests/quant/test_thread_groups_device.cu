@@ -6,16 +6,25 @@
 
 #include <cstdio>
 
+#include "emulation/attention/sage2_hopper.hpp"
 #include "emulation/quant/thread_groups.hpp"
 
+using namespace lowbit;
 using namespace lowbit::quant;
 
 static_assert(derive_groups(ThreadTiling{}, GroupScope::thread).q.count == 32);
 static_assert(derive_groups(ThreadTiling{}, GroupScope::thread).k.count == 4);
-static_assert(derive_groups(ThreadTiling{atoms::wgmma_m64k32_s8(64), 4, 128, 64}, GroupScope::warp).q.count == 4);
+static_assert(derive_groups(ThreadTiling{mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64}, GroupScope::warp).q.count == 4);
+
+// The sage2-8b recipe's tiling as the kernel gets it: built on the device (its wgmma atom too).
+static_assert(attention::sage2_8b_hopper(128).qk_tiling().atom == mma::atoms::wgmma_m64nNk32_s32_s8_s8(128));
 
 __global__ void derive_on_device(ThreadTiling tiling, GroupScope scope, QkGroups* out) {
   *out = derive_groups(tiling, scope);
+}
+
+__global__ void derive_recipe_on_device(int head_dim, GroupScope scope, QkGroups* out) {
+  *out = derive_groups(attention::sage2_8b_hopper(head_dim).qk_tiling(), scope);
 }
 
 namespace {
@@ -35,11 +44,11 @@ int main() {
     std::puts("test_thread_groups_device: no GPU, the kernel run is skipped (the constexpr checks compiled)");
     return 77;
   }
-  const ThreadTiling tilings[]{{atoms::mma_m16n8k64_s4, 4, 128, 64},
-                               {atoms::mma_m16n8k32_s8, 8, 128, 64},
-                               {atoms::mma_m8n8k32_s4, 4, 32, 64},
-                               {atoms::wgmma_m64k32_s8(64), 4, 128, 64},
-                               {atoms::wgmma_m64k32_s8(128), 8, 256, 128}};
+  const ThreadTiling tilings[]{{mma::atoms::mma_m16n8k64_s32_s4_s4, 4, 128, 64},
+                               {mma::atoms::mma_m16n8k32_s32_s8_s8, 8, 128, 64},
+                               {mma::atoms::mma_m8n8k32_s32_s4_s4, 4, 32, 64},
+                               {mma::atoms::wgmma_m64nNk32_s32_s8_s8(64), 4, 128, 64},
+                               {mma::atoms::wgmma_m64nNk32_s32_s8_s8(128), 8, 256, 128}};
   QkGroups* device = nullptr;
   if (cudaMalloc(&device, sizeof(QkGroups)) != cudaSuccess) {
     std::puts("test_thread_groups_device: cudaMalloc failed");
@@ -53,8 +62,21 @@ int main() {
       const cudaError_t status = cudaMemcpy(&from_device, device, sizeof(QkGroups), cudaMemcpyDeviceToHost);
       const QkGroups on_host = derive_groups(t, scope);
       const bool ok = status == cudaSuccess && same(from_device.q, on_host.q) && same(from_device.k, on_host.k);
-      std::printf("%s warps=%d %dx%d %s: %d Q groups, %d K groups: %s\n", t.atom.name, t.warps, t.block_q, t.block_k,
+      std::printf("%s warps=%d %dx%d %s: %d Q groups, %d K groups: %s\n", t.atom.name.c_str(), t.warps, t.block_q, t.block_k,
                   scope == GroupScope::thread ? "per-thread" : "per-warp", on_host.q.count, on_host.k.count,
+                  status != cudaSuccess ? cudaGetErrorString(status) : ok ? "device = host" : "DIFFERENT");
+      failures += !ok;
+      ++runs;
+    }
+  for (int head_dim : {64, 128})
+    for (GroupScope scope : {GroupScope::thread, GroupScope::warp}) {
+      derive_recipe_on_device<<<1, 1>>>(head_dim, scope, device);
+      QkGroups from_device{};
+      const cudaError_t status = cudaMemcpy(&from_device, device, sizeof(QkGroups), cudaMemcpyDeviceToHost);
+      const QkGroups on_host = derive_groups(attention::sage2_8b_hopper(head_dim).qk_tiling(), scope);
+      const bool ok = status == cudaSuccess && same(from_device.q, on_host.q) && same(from_device.k, on_host.k);
+      std::printf("sage2-8b recipe (head_dim %d, tiling built on the device) %s: %s\n", head_dim,
+                  scope == GroupScope::thread ? "per-thread" : "per-warp",
                   status != cudaSuccess ? cudaGetErrorString(status) : ok ? "device = host" : "DIFFERENT");
       failures += !ok;
       ++runs;
