@@ -22,7 +22,9 @@
 // After the last block:
 //   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
 //   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
-//   lse = mul_rn(add_rn(offset, poly_log2(l)), ln 2)             (natural log of sum exp(q.k/sqrt d))
+//   lse = mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), ln 2) (natural log of sum exp(q.k/sqrt d))
+// where bias = smoothing_bias(q, kbar) puts back what K smoothing took out of every score of the
+// row (q.kbar in log2 units; 0 without smoothing): softmax ignores it, the LSE does not.
 // A lane is one of the 4 threads that share a row in every m16n8 / m64nN accumulator fragment:
 // lane_of_column(c) = (c mod 8) / 2, each lane holding columns {8t + 2 lane, 8t + 2 lane + 1}.
 // The scores arrive in log2 units: the softmax scale log2(e)/sqrt(d) is folded into Q's scale
@@ -79,9 +81,10 @@ inline constexpr float kLn2 = 0x1.62e430p-1f;  // float(ln 2)
 // the result stays normal). x < -125 gives +0 (so -inf gives 0: masked keys), NaN gives NaN.
 // Coefficients: minimax of the relative error on [-1/2, 1/2] with p(0) = 1 exactly, rounded
 // to float (so exp2(0) = 1: the row maximum's P is exactly 2^p_log2_scale).
+inline constexpr int kMaxExp2Degree = 7;
 struct Exp2Poly {
   int degree = 5;
-  float c[7] = {};  // c[0] multiplies f, c[degree - 1] multiplies f^degree
+  float c[kMaxExp2Degree] = {};  // c[0] multiplies f, c[degree - 1] multiplies f^degree
 };
 // (Records are returned by functions: a namespace-scope constexpr object is not visible to device code.)
 LOWBIT_HD constexpr Exp2Poly exp2_degree5() {
@@ -99,8 +102,16 @@ LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5())
   const float shifted = add_rn(x, kRound);
   const float j = sub_rn(shifted, kRound);
   const float f = sub_rn(x, j);
-  float p = poly.c[poly.degree - 1];
-  for (int i = poly.degree - 2; i >= 0; --i) p = fma_rn(p, f, poly.c[i]);
+  // Horner from c[degree - 1] down: p = c[degree - 1], then p = fma(p, f, c[i]) for i = degree - 2 .. 0.
+  // (Written over the fixed bound of the array, so that a compiler unrolls it for a constant poly.)
+  float p = 0.0f;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int i = kMaxExp2Degree - 1; i >= 0; --i) {
+    if (i == poly.degree - 1) p = poly.c[i];
+    else if (i < poly.degree - 1) p = fma_rn(p, f, poly.c[i]);
+  }
   p = fma_rn(p, f, 1.0f);
   return bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
 }
@@ -193,6 +204,17 @@ LOWBIT_HD inline std::uint8_t e4m3_code(float p) {
 #endif
 }
 
+// Two P codes packed as the 8-bit A fragment holds them: lo in bits 0-7, hi in bits 8-15. On the
+// GPU one cvt.rn.satfinite.e4m3x2.f32 (the instruction e4m3_code runs with a zero partner); each
+// byte is e4m3_code of its value.
+LOWBIT_HD inline std::uint16_t e4m3_code_pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  return std::uint16_t(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+#else
+  return std::uint16_t(e4m3_code(lo) | e4m3_code(hi) << 8);
+#endif
+}
+
 // Two-level accumulation: the fp32 output accumulator takes a block's fresh MMA result.
 LOWBIT_HD inline float accumulate_output(float o, float alpha, float block_result) {
   return fma_rn(o, alpha, block_result);
@@ -204,7 +226,18 @@ LOWBIT_HD inline float inverse_row_sum(float l) { return div_rn(1.0f, l); }
 LOWBIT_HD inline float normalize_output(float o, float inverse_l, float v_scale) {
   return mul_rn(mul_rn(o, inverse_l), v_scale);
 }
-// Natural-log log-sum-exp of the row's scaled scores (q.k / sqrt(d)).
-LOWBIT_HD inline float log_sum_exp(float offset, float l) { return mul_rn(add_rn(offset, poly_log2(l)), kLn2); }
+// The row bias K smoothing removed, in log2 units: mul_rn(q . kbar, softmax_scale_log2), the dot
+// product in fp32 from +0 over the channels in order, acc = fma_rn(q[c], kbar[c], acc). q(c) is the
+// row's unquantized value of channel c (a callable), kbar the K mean.
+template <class Row>
+LOWBIT_HD inline float smoothing_bias(Row q, const float* kbar, int head_dim, float softmax_scale_log2) {
+  float acc = 0.0f;
+  for (int c = 0; c < head_dim; ++c) acc = fma_rn(q(c), kbar[c], acc);
+  return mul_rn(acc, softmax_scale_log2);
+}
+// Natural-log log-sum-exp of the row's scaled scores (q.k / sqrt(d)), K smoothing's bias put back.
+LOWBIT_HD inline float log_sum_exp(float offset, float l, float bias) {
+  return mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), kLn2);
+}
 
 }  // namespace lowbit::attention::steps

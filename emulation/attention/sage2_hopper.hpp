@@ -18,6 +18,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/quant/thread_groups.hpp"
@@ -40,7 +42,48 @@ struct Sage2HopperRecipe {
   LOWBIT_HD constexpr quant::ThreadTiling qk_tiling() const {
     return quant::ThreadTiling{quant::atoms::wgmma_m64k32_s8(block_kv), consumer_warps, block_q, block_kv};
   }
+
+  // Why this recipe cannot be run, or nothing.
+  std::optional<std::string> validate() const {
+    if (head_dim != 64 && head_dim != 128)
+      return "head_dim=" + std::to_string(head_dim) + ": the sage2-8b recipe has head dimensions 64 and 128";
+    if (auto why = qk_tiling().validate()) return "thread tiling: " + *why;
+    if (block_kv % 32 != 0) return "block_kv=" + std::to_string(block_kv) + ": P·V runs k32 steps";
+    if (key_mean_chunk < 1) return "key_mean_chunk=" + std::to_string(key_mean_chunk) + " must be >= 1";
+    if (exp2.degree < 1 || exp2.degree > 7) return "exp2 degree " + std::to_string(exp2.degree) + " outside 1..7";
+    return std::nullopt;
+  }
 };
+
+// ---- K smoothing, as the recipe sums it (host and device) ---------------------------------------
+// chunk_sum = ((0 + k_0) + k_1) + ... over the chunk's tokens in order, in double;
+// total = ((0 + chunk_sum_0) + chunk_sum_1) + ... in chunk order; kbar = float(total / tokens);
+// K' = float(K) - kbar. (Every float is exact in double; only the sums and the quotient round.)
+LOWBIT_HD inline double add_key(double sum, float k) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(sum, double(k));
+#else
+  volatile double r = sum + double(k);
+  return r;
+#endif
+}
+LOWBIT_HD inline double add_chunk_sum(double total, double chunk_sum) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(total, chunk_sum);
+#else
+  volatile double r = total + chunk_sum;
+  return r;
+#endif
+}
+LOWBIT_HD inline float key_mean(double total, int tokens) {
+#if defined(__CUDA_ARCH__)
+  return __double2float_rn(__ddiv_rn(total, double(tokens)));
+#else
+  volatile double quotient = total / double(tokens);
+  return float(quotient);
+#endif
+}
+LOWBIT_HD inline float smooth_key(float k, float mean) { return steps::sub_rn(k, mean); }
 
 // The recipe the kernel is built with for a head dimension (64 or 128).
 LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim) {
