@@ -6,14 +6,20 @@
 # (the tool brings back few files); the short tables go to stdout.
 #   STEPS="exp2 check sanitize accuracy sass bench checkbench ncu" (default: all) selects steps.
 set -uo pipefail
+#   DEADLINE=seconds (default 540): a step that would start later than this is skipped, so the
+#   archive is written before the tool's 10-minute limit.
 OUT=${OUT:-build/results/gpu-run}
-R=$OUT/sage2
-mkdir -p "$R"
+R=${WORK:-/tmp}/sage2
+mkdir -p "$R" "$OUT"
 steps=${STEPS:-"exp2 check sanitize accuracy sass bench checkbench ncu"}
-want() { [[ " $steps " == *" $1 "* ]]; }
-log() { echo "== $(date -u +%H:%M:%S) $*" | tee -a "$R/steps.log"; }
-finish() { tar -czf "$OUT/sage2-results.tar.gz" -C "$OUT" sage2; ls -la "$OUT"; }
-trap finish EXIT
+deadline=${DEADLINE:-540}
+want() {
+  [[ " $steps " == *" $1 "* ]] || return 1
+  if (( SECONDS > deadline )); then log "skipped $1: past the deadline"; return 1; fi
+}
+log() { echo "== $(date -u +%H:%M:%S) +${SECONDS}s $*" | tee -a "$R/steps.log"; }
+archive() { tar -czf "$OUT/sage2-results.tar.gz" -C "$(dirname "$R")" sage2; }
+trap 'archive; ls -la "$OUT"' EXIT
 
 B=build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$R/nvidia-smi.csv" 2>&1
@@ -29,10 +35,12 @@ export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || echo unknow
 if want exp2; then
   log "verify-exp2 (all 2^32 inputs)"
   timeout 180 "$B/experiments/lowbit" verify-exp2 --output "$R/exp2.json" 2>&1 | tee "$R/exp2.log"
+  archive
 fi
 if want check; then
   log "check_sage2_gpu --configs full"
-  timeout 300 "$B/tests/attention_gpu/check_sage2_gpu" --configs full --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
+  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
+  archive
 fi
 if want sanitize; then
   for tool in memcheck racecheck; do
@@ -42,11 +50,13 @@ if want sanitize; then
     echo "exit $?" >> "$R/sanitizer-$tool.log"
     tail -3 "$R/sanitizer-$tool.log"
   done
+  archive
 fi
 if want accuracy; then
   log "accuracy beside SDPA"
   timeout 120 python3 tests/attention_gpu/accuracy_vs_sdpa.py "$R/check-full" 2>&1 | tee "$R/accuracy.log"
   rm -rf "$R/check-full/accuracy"  # the .npy inputs: large, and made again from the seeds
+  archive
 fi
 if want sass; then
   log "SASS"
@@ -64,14 +74,17 @@ for block in re.split(r"\n\s*Function : ", text)[1:]:
           f"MUFU {count('MUFU')}, LDL {count('LDL')}, STL {count('STL')}, FFMA {count('FFMA')}")
 PY
   gzip -f "$R/sass.txt"
+  archive
 fi
 if want bench; then
   log "bench_attention with SDPA"
   timeout 240 python3 experiments/bench/bench_attention.py --binary "$B/experiments/bench_attention" --out "$R/bench" 2>&1 | tee "$R/bench.log"
+  archive
 fi
 if want checkbench; then
   log "check_sage2_gpu --configs bench"
   timeout 240 "$B/tests/attention_gpu/check_sage2_gpu" --configs bench --out "$R/check-bench" 2>&1 | tee "$R/check-bench.log"
+  archive
 fi
 if want ncu; then
   log "Nsight Compute"

@@ -104,6 +104,12 @@ std::vector<Config> configs(const std::string& set) {
     }
   for (auto& c : all)  // the SDPA accuracy comparison: 4K tokens, both head dims, causal and not
     c.export_accuracy = c.problem.tokens == 4099;
+  // Cheapest first: a run cut short by a time limit has checked the most configurations.
+  const auto cost = [](const Config& c) {
+    const Sage2Problem& p = c.problem;
+    return double(p.tokens) * p.tokens * p.heads_q * p.batch * p.head_dim / (p.causal ? 2 : 1);
+  };
+  std::stable_sort(all.begin(), all.end(), [&](const Config& a, const Config& b) { return cost(a) < cost(b); });
   return all;
 }
 
@@ -285,6 +291,18 @@ int run(const Args& args) {
   provenance.cuda_runtime = gpu->runtime;
   nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   std::uint64_t total_mismatches = 0;
+  // summary.json, rewritten after every configuration (a run cut short keeps what it checked).
+  const auto write_summary = [&] {
+    nlohmann::ordered_json doc;
+    doc["what"] = "sage2-8b kernels on the GPU vs the CPU model, bit for bit: output codes, LSE, quantized Q/K/V";
+    doc["reference"] = "tests/attention_gpu/sage2_model.cpp (interim CPU model: quant::quantize, mma::gemm, kernel_steps.hpp)";
+    doc["command"] = "check_sage2_gpu --configs " + args.set + (args.only.empty() ? "" : " --only " + args.only);
+    doc["provenance"] = provenance.to_json();
+    doc["provenance"]["gpu_arch"] = gpu->arch;
+    doc["total_mismatches"] = total_mismatches;
+    doc["configurations"] = entries;
+    std::ofstream(out / "summary.json") << doc.dump(2) << "\n";
+  };
   std::printf("%-52s %12s %10s %8s %8s %9s %7s %7s\n", "configuration", "outputs", "mismatch", "lse", "quant", "gpu s",
               "model s", "");
   if (args.set == "bench") {
@@ -300,6 +318,7 @@ int run(const Args& args) {
                       e["mismatches"].get<std::uint64_t>() + e["lse_mismatches"].get<std::uint64_t>() ? "DIFFER" : "equal");
           std::fflush(stdout);
           entries.push_back(e);
+          write_summary();
         }
   }
   for (const Config& c : args.set == "bench" ? std::vector<Config>{} : configs(args.set)) {
@@ -356,6 +375,7 @@ int run(const Args& args) {
     if (out_cmp.mismatches) e["first_output_mismatches"] = out_cmp.first;
     if (lse_cmp.mismatches) e["first_lse_mismatches"] = lse_cmp.first;
     entries.push_back(e);
+    write_summary();
     const bool keep_failing = mismatches && p.elements(p.heads_q) <= (std::size_t{1} << 22);
     if (keep_failing || c.export_accuracy) {
       const auto dir = out / (keep_failing ? "failing" : "accuracy") / name;
@@ -368,15 +388,7 @@ int run(const Args& args) {
       std::ofstream(dir / "config.json") << e.dump(2) << "\n";
     }
   }
-  nlohmann::ordered_json doc;
-  doc["what"] = "sage2-8b kernels on the GPU vs the CPU model, bit for bit: output codes, LSE, quantized Q/K/V";
-  doc["reference"] = "tests/attention_gpu/sage2_model.cpp (interim CPU model: quant::quantize, mma::gemm, kernel_steps.hpp)";
-  doc["command"] = "check_sage2_gpu --configs " + args.set + (args.only.empty() ? "" : " --only " + args.only);
-  doc["provenance"] = provenance.to_json();
-  doc["provenance"]["gpu_arch"] = gpu->arch;
-  doc["total_mismatches"] = total_mismatches;
-  doc["configurations"] = entries;
-  std::ofstream(out / "summary.json") << doc.dump(2) << "\n";
+  write_summary();
   std::printf("%zu configurations, %llu mismatches in all; %s\n", entries.size(),
               static_cast<unsigned long long>(total_mismatches), (out / "summary.json").c_str());
   return total_mismatches == 0 ? 0 : 1;
