@@ -78,7 +78,10 @@ inline constexpr float kLn2 = 0x1.62e430p-1f;  // float(ln 2)
 // ---- exp2 ---------------------------------------------------------------------------------------
 // exp2(x) = 2^j * p(f), j = nearest integer to x, f = x - j in [-1/2, 1/2] (both exact), p(f) =
 // 1 + f (c1 + f (c2 + ...)) by Horner in fma_rn, and 2^j added to p's exponent field (exact:
-// the result stays normal). x < -125 gives +0 (so -inf gives 0: masked keys), NaN gives NaN.
+// the result stays normal). Outside [kExp2Lowest, kExp2Highest]: x < -125 gives +0 (so -inf gives
+// 0: masked keys), x > kExp2Highest gives +inf (+inf too), NaN gives x. The polynomial is
+// evaluated for every x and the range decided by selects afterwards, so a GPU runs it without
+// branches (the out-of-range lanes compute a discarded value).
 // Coefficients: minimax of the relative error on [-1/2, 1/2] with p(0) = 1 exactly, rounded
 // to float (so exp2(0) = 1: the row maximum's P is exactly 2^p_log2_scale).
 inline constexpr int kMaxExp2Degree = 7;
@@ -94,10 +97,11 @@ LOWBIT_HD constexpr Exp2Poly exp2_degree6() {
   return {6, {0x1.62e430p-1f, 0x1.ebfbdcp-3f, 0x1.c6aee8p-5f, 0x1.3b2d4ep-7f, 0x1.5f3e2ep-10f, 0x1.41fb62p-13f}};
 }
 inline constexpr float kExp2Lowest = -125.0f;
+// The largest x whose nearest integer j is at most 127 (x + 1.5 * 2^23 rounds 127.5 to 128): the
+// result 2^j p(f) < 2^127.5 stays finite.
+inline constexpr float kExp2Highest = 0x1.fdfffep+6f;  // 127.49999
 
 LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
-  if (x != x) return x;
-  if (x < kExp2Lowest) return 0.0f;
   constexpr float kRound = 0x1.8p23f;  // x + 1.5 * 2^23 rounds x to an integer (|x| < 2^22)
   const float shifted = add_rn(x, kRound);
   const float j = sub_rn(shifted, kRound);
@@ -113,7 +117,10 @@ LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5())
     else if (i < poly.degree - 1) p = fma_rn(p, f, poly.c[i]);
   }
   p = fma_rn(p, f, 1.0f);
-  return bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+  const float in_range = bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+  const float above = x > 0.0f ? __builtin_huge_valf() : x;  // +inf, or x itself when x is NaN
+  const float upper = x <= kExp2Highest ? in_range : above;
+  return x < kExp2Lowest ? 0.0f : upper;
 }
 
 // ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------

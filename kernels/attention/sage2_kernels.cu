@@ -29,7 +29,8 @@ using lowbit::attention::Sage2HopperRecipe;
 using lowbit::attention::sage2_8b_hopper;
 using sm90::KMajorLayout;
 
-constexpr int kThreads = 256;      // two consumer warpgroups (static_asserts below tie it to the recipe)
+constexpr int kThreads = 256;           // threads of the quantization kernel
+constexpr int kAttentionThreads = 128;  // the attention kernel: one consumer warpgroup (the recipe's)
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
 
@@ -96,16 +97,17 @@ __global__ void __launch_bounds__(HeadDim) key_value_statistics(const QuantizePa
 // Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each warp's lanes
 // over the channels. Group amax = max over the group's rows of the row amax (max is exact, so the
 // order is free); scale = amax / 127 in fp32; codes from the fp32 quotient.
-template <int Rows, int HeadDim>
+template <int MaxRows>
 struct QuantizeTile {
-  float row_amax[Rows];
-  float group_scale[Rows];
+  float row_amax[MaxRows];
+  float group_scale[MaxRows];
 };
 
 // x(row, c) gives the fp32 value (0 for padding rows); writes codes and the raw group scales.
-template <int Rows, int HeadDim, class Value>
+template <int Rows, int HeadDim, int MaxRows, class Value>
 __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes,
-                                    QuantizeTile<Rows, HeadDim>& tile) {
+                                    QuantizeTile<MaxRows>& tile) {
+  static_assert(Rows <= MaxRows);
   constexpr int kPerLane = HeadDim / 32;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int row = warp; row < Rows; row += kThreads / 32) {
@@ -135,15 +137,15 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, s
 template <class T, int HeadDim>
 __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  constexpr int kRows = recipe.block_q;
-  static_assert(recipe.block_q == recipe.block_kv, "one token block serves Q and K/V");
+  constexpr int kQRows = recipe.block_q, kRows = recipe.block_kv;  // a Q block, a K/V block
+  constexpr int kMaxRows = kQRows > kRows ? kQRows : kRows;
   constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(recipe.block_kv);
   static_assert(p_map.consistent, "the accumulator -> A fragment map of P");
-  __shared__ QuantizeTile<kRows, HeadDim> tile;
+  __shared__ QuantizeTile<kMaxRows> tile;
   __shared__ float channel[HeadDim];          // K mean or V scale
   __shared__ T v_tile[kRows][HeadDim + 2];    // V block, staged for the transposed store
   const quant::QkGroups& groups = groups_of(HeadDim);
-  const int block = blockIdx.x, b = blockIdx.z, t0 = block * kRows;
+  const int block = blockIdx.x, b = blockIdx.z;
   // The K mean of a KV head from its chunk sums, in chunk order, into channel[].
   const auto key_mean = [&](long long kv_head) {
     for (int c = threadIdx.x; c < HeadDim; c += kThreads) {
@@ -155,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
     __syncthreads();
   };
   if (int(blockIdx.y) < p.heads_q) {
-    const int h = blockIdx.y;
+    const int h = blockIdx.y, t0 = block * kQRows;
     if (t0 >= p.padded_q) return;
     const T* q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head;
     const auto x = [&](int row, int c) {
@@ -163,18 +165,18 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
       return t < p.tokens ? to_float(q[t * p.q_strides.token + c]) : 0.0f;
     };
     const long long head = (long long)b * p.heads_q + h;
-    quantize_int8_block<kRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim, tile);
+    quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim, tile);
     for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
-      p.out.q_scales[(head * (p.padded_q / kRows) + block) * p.q_groups + group] =
+      p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
           steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
     // The row bias of the LSE: q . kbar of the row's KV head.
     key_mean((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv));
-    for (int row = threadIdx.x; row < kRows; row += kThreads)
+    for (int row = threadIdx.x; row < kQRows; row += kThreads)
       p.out.q_bias[head * p.padded_q + t0 + row] =
           steps::smoothing_bias([&](int c) { return x(row, c); }, channel, HeadDim, p.softmax_scale_log2);
     return;
   }
-  const int h = blockIdx.y - p.heads_q;
+  const int h = blockIdx.y - p.heads_q, t0 = block * kRows;
   if (t0 >= p.padded_kv) return;
   const long long head = (long long)b * p.heads_kv + h;
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
@@ -249,20 +251,20 @@ template <int Rows, int KBytes>
 __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride) {
   constexpr KMajorLayout layout{KBytes};
   constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
-  static_assert(kPieces % kThreads == 0, "whole rounds of 16-byte copies");
+  static_assert(kPieces % kAttentionThreads == 0, "whole rounds of 16-byte copies");
 #pragma unroll
-  for (int piece = threadIdx.x; piece < kPieces; piece += kThreads) {
+  for (int piece = threadIdx.x; piece < kPieces; piece += kAttentionThreads) {
     const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
     sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
 }
 
 template <class Out, int HeadDim, bool Causal>
-__global__ void __launch_bounds__(kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
+__global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(const AttentionParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv;
-  static_assert(recipe.consumer_warps * 32 == kThreads && kBlockQ == 64 * (kThreads / 128),
-                "one warpgroup per 64 query rows");
+  static_assert(recipe.consumer_warps * 32 == kAttentionThreads && kBlockQ == 64,
+                "one warpgroup of 64 query rows per thread block");
   using SWgmma = sm90::WgmmaS8<kBlockKv>;
   using PvWgmma = sm90::WgmmaE4m3<HeadDim>;
   constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of the warpgroup x block_kv keys
@@ -286,9 +288,9 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_kernel(const Atte
   const int q_block = Causal ? q_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);  // longest first
   const int hq = blockIdx.y, b = blockIdx.z, hkv = hq / (p.heads_q / p.heads_kv);
   const int q0 = q_block * kBlockQ;
-  const int warpgroup = threadIdx.x / 128, thread = threadIdx.x % 128;
+  const int thread = threadIdx.x;
   const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
-  const int row0 = warpgroup * 64 + base.row;  // in the Q block; the thread also holds row0 + 8
+  const int row0 = base.row;  // in the Q block; the thread also holds row0 + 8
   const quant::QkGroups& groups = groups_of(HeadDim);
 
   const long long q_head = (long long)b * p.heads_q + hq, kv_head = (long long)b * p.heads_kv + hkv;
@@ -345,8 +347,7 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_kernel(const Atte
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
       SWgmma::mma(s_acc,
-                  sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64) +
-                                              q_layout.slice_offset(step, SWgmma::kK), q_layout),
+                  sm90::matrix_descriptor(q_tile + q_layout.slice_offset(step, SWgmma::kK), q_layout),
                   sm90::matrix_descriptor(k_tile + k_layout.slice_offset(step, SWgmma::kK), k_layout), step > 0);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
@@ -357,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, 1) sage2_attention_kernel(const Atte
     float x[kSValues];
 #pragma unroll
     for (int v = 0; v < kSValues; ++v) x[v] = steps::dequantize_score(s_acc[v], scale);
-    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
+    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0);
     if (masked) {
 #pragma unroll
       for (int v = 0; v < kSValues; ++v) {
@@ -484,8 +485,8 @@ void statistics_for(const QuantizeParams& p, cudaStream_t stream) {
 }
 template <class T, int HeadDim>
 void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
-  constexpr int rows = sage2_8b_hopper(HeadDim).block_q;
-  const int blocks = std::max(p.padded_q, p.padded_kv) / rows;
+  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  const int blocks = std::max(p.padded_q / recipe.block_q, p.padded_kv / recipe.block_kv);
   quantize_block<T, HeadDim><<<dim3(blocks, p.heads_q + p.heads_kv, p.batch), kThreads, 0, stream>>>(p);
   check_launch("quantize_block launch");
 }
@@ -493,9 +494,16 @@ template <class Out, int HeadDim, bool Causal>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
   using Smem = AttentionSmem<HeadDim>;
   const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal>;
-  check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
-             "cudaFuncSetAttribute (attention shared memory)");
-  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), kThreads, Smem::kBytes, stream>>>(p);
+  static const bool configured = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
+               "cudaFuncSetAttribute (attention shared memory)");
+    // The largest shared-memory carveout, so that two thread blocks share an SM (__launch_bounds__).
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
+               "cudaFuncSetAttribute (shared memory carveout)");
+    return true;
+  }();
+  (void)configured;
+  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), kAttentionThreads, Smem::kBytes, stream>>>(p);
   check_launch("sage2_attention_kernel launch");
 }
 
