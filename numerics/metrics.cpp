@@ -6,27 +6,16 @@
 #include <stdexcept>
 #include <string>
 
+#include "numerics/compensated_sum.hpp"
+
 namespace lowbit {
-namespace {
-
-// Neumaier's compensated sum: the metrics of near-identical tensors need the small terms.
-struct Sum {
-  double s = 0, c = 0;
-  void add(double x) {
-    const double t = s + x;
-    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
-    s = t;
-  }
-  double value() const { return s + c; }
-};
-
-}  // namespace
 
 ErrorMetrics compare(std::span<const double> r, std::span<const double> a) {
   if (r.size() != a.size())
     throw std::invalid_argument("compare: reference has " + std::to_string(r.size()) +
                                 " values, approximation " + std::to_string(a.size()));
-  Sum dot, rr, aa, l1, l1_ref, sq;
+  // Compensated: the metrics of near-identical tensors need the small terms.
+  CompensatedSum dot, rr, aa, l1, l1_ref, sq;
   double max_abs = 0;
   for (std::size_t i = 0; i < r.size(); ++i) {
     const double d = r[i] - a[i];

@@ -22,9 +22,10 @@
 // After the last block:
 //   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
 //   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
-//   lse = mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), ln 2) (natural log of sum exp(q.k/sqrt d))
-// where bias = smoothing_bias(q, kbar) puts back what K smoothing took out of every score of the
-// row (q.kbar in log2 units; 0 without smoothing): softmax ignores it, the LSE does not.
+//   lse = mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), ln 2) (natural log of sum_j exp(q.k_j/sqrt d))
+// where bias = smoothing_bias(q, kbar) puts back the row bias q.kbar/sqrt(d) (in log2 units) that
+// K smoothing took out of every score of step 1 and softmax ignores (bias = 0 without K smoothing),
+// so the LSE is that of the unsmoothed scores, as PyTorch's and SageAttention's.
 // A lane is one of the 4 threads that share a row in every m16n8 / m64nN accumulator fragment:
 // lane_of_column(c) = (c mod 8) / 2, each lane holding columns {8t + 2 lane, 8t + 2 lane + 1}.
 // The scores arrive in log2 units: the softmax scale log2(e)/sqrt(d) is folded into Q's scale
@@ -157,6 +158,13 @@ inline float softmax_scale_log2(int head_dim) {
 LOWBIT_HD inline float score_scale(float q_scale_folded, float k_scale) { return mul_rn(q_scale_folded, k_scale); }
 // An integer accumulator (|acc| < 2^24, so float(acc) is exact) times its pair's scale.
 LOWBIT_HD inline float dequantize_score(std::int32_t acc, float scale) { return mul_rn(float(acc), scale); }
+// A floating accumulator (fp32, FP22 or fp16 widened) times its pair's scale (1 for unscaled Q, K).
+LOWBIT_HD inline float dequantize_score(float acc, float scale) { return mul_rn(acc, scale); }
+// Step 1 with Q smoothed (SageAttention2 §3.2): the score takes the GEMV term delta_s = qbar . k'
+// (in q.k units) in log2 units, one rounding: s + delta_s * softmax_scale_log2.
+LOWBIT_HD inline float add_score_correction(float score, float delta_s, float softmax_scale_log2) {
+  return fma_rn(delta_s, softmax_scale_log2, score);
+}
 
 // ---- online softmax -----------------------------------------------------------------------------
 inline constexpr int kLanesPerRow = 4;
@@ -233,6 +241,8 @@ LOWBIT_HD inline float inverse_row_sum(float l) { return div_rn(1.0f, l); }
 LOWBIT_HD inline float normalize_output(float o, float inverse_l, float v_scale) {
   return mul_rn(mul_rn(o, inverse_l), v_scale);
 }
+// With V smoothed (SageAttention2 §3.6): the output takes the V mean back, after normalization.
+LOWBIT_HD inline float add_value_mean(float out, float v_mean) { return add_rn(out, v_mean); }
 // The row bias K smoothing removed, in log2 units: mul_rn(q . kbar, softmax_scale_log2), the dot
 // product in fp32 from +0 over the channels in order, acc = fma_rn(q[c], kbar[c], acc). q(c) is the
 // row's unquantized value of channel c (a callable), kbar the K mean.

@@ -403,6 +403,11 @@ MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b) {
       throw std::invalid_argument("scaled_matmul: " + t->spec.name +
                                   " is not row-scaled (one scale per row, no outer scale); block-scaled tensors "
                                   "go through block_scaled_matmul (emulation/quant/block_scaled.hpp)");
+  for (const QuantizedTensor* t : {&a, &b})
+    if (!t->spec.element.is_integer())
+      throw std::invalid_argument("scaled_matmul: " + t->spec.name + " holds " + format_name(t->spec.element) +
+                                  " codes; a floating product is rounded by the tensor core, so it goes through an "
+                                  "instruction's model and K loop (mma::gemm, or block_scaled_matmul)");
   if (a.cols != b.cols)
     throw std::invalid_argument("scaled_matmul: reduction lengths differ (" + std::to_string(a.cols) + " vs " +
                                 std::to_string(b.cols) + ")");

@@ -160,10 +160,12 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
 MatrixF dequantize(const QuantizedTensor& q);         // rows x cols
 MatrixF dequantize_padded(const QuantizedTensor& q);  // padded_rows x padded_cols
 
-// a and b row-scaled (Grouping::row_constant, no outer scale), same column count (block-scaled
-// tensors: block_scaled_matmul in block_scaled.hpp):
-// S[i][j] = float(sum_c decode(a_ic) decode(b_jc)) * float(s_a(i) * s_b(j)), with the sum exact
-// (integer codes: exact in double below 2^53). Returns a.rows x b.rows.
+// a and b row-scaled (Grouping::row_constant, no outer scale) integer codes, same column count:
+// S[i][j] = float(sum_c a_ic b_jc) * float(s_a(i) * s_b(j)), the sum exact as every integer MMA
+// computes it (exact in double below 2^53). Returns a.rows x b.rows. Floating codes are refused:
+// a tensor core rounds their sums (FP22, f16 accumulators, truncation), so they go through an
+// instruction's model and K loop (mma::gemm; block-scaled tensors: block_scaled_matmul in
+// block_scaled.hpp; attention: the pipelines of emulation/attention/).
 MatrixF scaled_matmul(const QuantizedTensor& a, const QuantizedTensor& b);
 
 // One float32 dequantization of an accumulator value: acc * (s_a * s_b), the product of the

@@ -38,10 +38,14 @@ struct Smoothed {
 
 // Subtracts the channel mean of each block of rows (block_rows = 0: of all rows; a ragged last
 // block uses its own rows) into `out`, reusing its storage. enabled = false keeps x and records
-// zero means.
+// zero means. The mean of a block is float(sum / count) with the sum in double: mean_chunk = 0
+// adds the rows in order; mean_chunk = c > 0 sums each run of c rows in order from zero and adds
+// those partial sums in order (as a kernel whose thread blocks each sum c keys: SageAttention2's
+// K mean, Sage2HopperRecipe::key_mean_chunk).
 template <class T>
-void smooth_into(const Matrix<T>& x, int block_rows, bool enabled, Smoothed<T>& out) {
+void smooth_into(const Matrix<T>& x, int block_rows, bool enabled, Smoothed<T>& out, int mean_chunk = 0) {
   if (block_rows < 0) throw std::invalid_argument("smooth: block_rows=" + std::to_string(block_rows) + " is negative");
+  if (mean_chunk < 0) throw std::invalid_argument("smooth: mean_chunk=" + std::to_string(mean_chunk) + " is negative");
   using A = MeanAccumulator<T>;
   const int rows = int(x.rows()), cols = int(x.cols());
   const int blocks = block_rows > 0 ? (rows + block_rows - 1) / block_rows : 1;
@@ -53,13 +57,18 @@ void smooth_into(const Matrix<T>& x, int block_rows, bool enabled, Smoothed<T>& 
     return;
   }
   out.residual.resize(rows, cols);
-  std::vector<A> sum(static_cast<std::size_t>(cols));
+  std::vector<A> sum(static_cast<std::size_t>(cols)), partial(static_cast<std::size_t>(cols));
   for (int b = 0; b < blocks; ++b) {  // row by row: the memory order of row-major tensors
     const int first = block_rows > 0 ? b * block_rows : 0;
     const int last = block_rows > 0 ? std::min(rows, first + block_rows) : rows;
+    const int run = mean_chunk > 0 ? mean_chunk : last - first;
     std::fill(sum.begin(), sum.end(), A(0));
-    for (int r = first; r < last; ++r)
-      for (int c = 0; c < cols; ++c) sum[std::size_t(c)] += A(x(r, c));
+    for (int chunk = first; chunk < last; chunk += run) {
+      std::fill(partial.begin(), partial.end(), A(0));  // 0 + x is exact: one chunk is the plain sum
+      for (int r = chunk; r < std::min(last, chunk + run); ++r)
+        for (int c = 0; c < cols; ++c) partial[std::size_t(c)] += A(x(r, c));
+      for (int c = 0; c < cols; ++c) sum[std::size_t(c)] += partial[std::size_t(c)];
+    }
     for (int c = 0; c < cols; ++c) out.means(b, c) = T(sum[std::size_t(c)] / A(last - first));
     for (int r = first; r < last; ++r)
       for (int c = 0; c < cols; ++c) out.residual(r, c) = x(r, c) - out.means(b, c);
@@ -67,9 +76,9 @@ void smooth_into(const Matrix<T>& x, int block_rows, bool enabled, Smoothed<T>& 
 }
 
 template <class T>
-Smoothed<T> smooth(const Matrix<T>& x, int block_rows, bool enabled = true) {
+Smoothed<T> smooth(const Matrix<T>& x, int block_rows, bool enabled = true, int mean_chunk = 0) {
   Smoothed<T> s;
-  smooth_into(x, block_rows, enabled, s);
+  smooth_into(x, block_rows, enabled, s, mean_chunk);
   return s;
 }
 

@@ -173,6 +173,10 @@ TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)
     }
   CHECK(mismatches == 0);
   CHECK_THROWS_WITH(scaled_matmul(quantize(q, presets::nvfp4(false)), kq), Catch::Contains("not row-scaled"));
+  // FP8 sums are the tensor core's (FP22 on Hopper), never exact: refused, pointing to mma::gemm.
+  const QuantizedTensor q8 = quantize(q, presets::fp8(formats::e4m3, grouping::per_token()));
+  CHECK_THROWS_WITH(scaled_matmul(q8, q8), Catch::Contains("holds e4m3 codes") && Catch::Contains("mma::gemm"));
+  CHECK_THROWS_WITH(scaled_matmul(qq, q8), Catch::Contains("holds e4m3 codes"));
   // Different column padding (k64 instructions vs none) with d = 96: the zeros do not count.
   const MatrixF q96 = q.leftCols(96), k96 = k.leftCols(96);
   const QuantizedTensor a = quantize(q96, presets::int4(grouping::per_thread(t, Operand::q)));

@@ -1,4 +1,4 @@
-#include "emulation/quant/qk_attention.hpp"
+#include "emulation/attention/qk_attention.hpp"
 
 #include <cmath>
 #include <span>
@@ -9,7 +9,10 @@
 #include "emulation/quant/smoothing.hpp"
 #include "numerics/attention.hpp"
 
-namespace lowbit::quant {
+namespace lowbit::attention {
+
+using namespace lowbit::quant;
+
 namespace {
 
 Smoothed<double> widen(const Smoothed<float>& s) {
@@ -62,4 +65,4 @@ QkAttentionResult quantized_qk_attention(const MatrixF& q_in, const MatrixF& k_i
   return result;
 }
 
-}  // namespace lowbit::quant
+}  // namespace lowbit::attention

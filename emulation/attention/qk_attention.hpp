@@ -20,12 +20,12 @@
 #include "numerics/matrix.hpp"
 #include "numerics/nonfinite.hpp"
 
-namespace lowbit::quant {
+namespace lowbit::attention {
 
 enum class QkBaseline : std::uint8_t { none, smooth_attn, hadamard };
 
 struct QkAttentionConfig {
-  QuantSpec q_spec, k_spec;
+  quant::QuantSpec q_spec, k_spec;
   bool smooth_q = true, smooth_k = true;
   int q_smooth_block = 128;
   QkBaseline baseline = QkBaseline::none;
@@ -51,4 +51,4 @@ struct QkTensorNames {
 QkAttentionResult quantized_qk_attention(const MatrixF& q, const MatrixF& k, const MatrixF& v,
                                          const QkAttentionConfig& config, const QkTensorNames& names = {});
 
-}  // namespace lowbit::quant
+}  // namespace lowbit::attention

@@ -1,0 +1,550 @@
+// forward(): the tiled pass of pipeline.hpp. Per (batch, KV head) the K and V operands are prepared
+// once, then every Q head of the group and every block of block_q queries runs on its own (a
+// thread block of the kernel), in parallel.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <optional>
+#include <span>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "emulation/attention/pipeline.hpp"
+#include "emulation/convert.hpp"
+#include "emulation/mma/gemm.hpp"
+#include "emulation/quant/rotation.hpp"
+#include "emulation/quant/smoothing.hpp"
+#include "numerics/nonfinite.hpp"
+#include "numerics/parallel.hpp"
+
+namespace lowbit::attention {
+namespace {
+
+constexpr float kNegInf = steps::kNegativeInfinity;
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+// ---- the integer QK^T: exact s32 sums, as every integer MMA computes them --------------------------
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define LOWBIT_ATTENTION_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LOWBIT_ATTENTION_CLONES
+#endif
+
+// out[r * cols + c] = sum_i a[r * depth + i] * b[c * depth + i].
+LOWBIT_ATTENTION_CLONES void integer_products(const std::int16_t* a, int rows, const std::int16_t* b, int cols, int depth,
+                                              std::int32_t* out) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      const std::int16_t* x = a + std::ptrdiff_t(r) * depth;
+      const std::int16_t* y = b + std::ptrdiff_t(c) * depth;
+      std::int32_t sum = 0;
+      for (int i = 0; i < depth; ++i) sum += std::int32_t(x[i]) * std::int32_t(y[i]);
+      out[std::ptrdiff_t(r) * cols + c] = sum;
+    }
+}
+
+// ---- operands ----------------------------------------------------------------------------------------
+
+// An operand as the products read it: codes (rows x depth), their values where the product is
+// computed directly (integers: exact; fp32-fma: floats), and block scale codes.
+struct Operand {
+  MatrixCode codes;                 // rows x depth
+  std::vector<std::int16_t> ints;   // integer elements
+  std::vector<float> floats;        // fp32 elements (fp32-fma)
+  MatrixCode scale_codes;           // rows x (depth / block), block-scaled
+};
+
+bool block_scaled(const OperandStage& op) { return op.granularity == Granularity::nvfp4 || op.granularity == Granularity::mx; }
+
+Operand make_operand(const quant::QuantizedTensor& t, const OperandStage& stage, bool integer, bool fp32) {
+  Operand op;
+  op.codes = t.codes;
+  const Format& f = t.spec.element;
+  if (integer) {
+    op.ints.resize(std::size_t(t.codes.size()));
+    for (Eigen::Index i = 0; i < t.codes.size(); ++i) op.ints[std::size_t(i)] = std::int16_t(decode(f, t.codes.data()[i]));
+  }
+  if (fp32) {
+    op.floats.resize(std::size_t(t.codes.size()));
+    for (Eigen::Index i = 0; i < t.codes.size(); ++i) op.floats[std::size_t(i)] = float(decode(f, t.codes.data()[i]));
+  }
+  if (block_scaled(stage)) {
+    const int block = t.spec.grouping.col_block;
+    op.scale_codes.resize(t.padded_rows, t.padded_cols / block);
+    for (int r = 0; r < t.padded_rows; ++r)
+      for (int g = 0; g < t.padded_cols / block; ++g) op.scale_codes(r, g) = t.scale_codes[std::size_t(t.group_of(r, g * block))];
+  }
+  return op;
+}
+
+// A row's scale outside the MMA: its group's scale, or (block-scaled) its outer scale.
+float row_scale(const quant::QuantizedTensor& t, const OperandStage& stage, int row) {
+  return block_scaled(stage) ? t.outer_of(row) : t.scales[std::size_t(t.group_of(row, 0))];
+}
+
+// Rows past `rows` become zeros (the kernel's zero-filled tiles).
+MatrixF padded(const MatrixF& x, int rows, int cols) {
+  MatrixF out = MatrixF::Zero(rows, cols);
+  out.topLeftCorner(x.rows(), x.cols()) = x;
+  return out;
+}
+
+// NaN/Inf: how many, and where the first is, as [batch, head, token, channel].
+void check_finite(const Tensor4& t, const std::string& name) {
+  const auto r = scan_nonfinite(std::span<const float>(t.values));
+  if (!r.any()) return;
+  const std::size_t i = r.first_index, d = std::size_t(t.dim), tokens = std::size_t(t.tokens), heads = std::size_t(t.heads);
+  throw std::invalid_argument(fmt::format(
+      "{}: {} non-finite value{} ({} NaN, {} Inf), the first at [{}, {}, {}, {}] ({}); attention inputs must be finite",
+      name, r.count(), r.count() == 1 ? "" : "s", r.nan_count, r.inf_count, i / d / tokens / heads, i / d / tokens % heads,
+      i / d % tokens, i % d, r.first_is_nan ? "NaN" : "Inf"));
+}
+
+// ---- one (batch, KV head) and its Q heads --------------------------------------------------------------
+
+struct Shape {
+  int tokens, keys, head_dim, value_dim;
+  int tokens_padded, keys_padded, depth;  // depth: head_dim padded to the QK instruction's k
+};
+
+struct PreparedKv {
+  QuantizedHead k, v;
+  Operand k_operand;               // keys_padded x depth
+  MatrixCode k_codes_t;            // depth x keys_padded (B of a floating QK instruction)
+  MatrixCode k_scales_t;           // (depth / block) x keys_padded
+  std::vector<float> k_scale;      // per key
+  MatrixF k_smoothed;              // keys x head_dim: the k' of the Q-smoothing correction
+  Operand v_operand;               // keys_padded x value_dim (block-scaled: from V^T)
+  MatrixCode v_scales;             // (keys_padded / block) x value_dim
+  std::vector<float> v_scale;      // per channel, applied after normalization
+};
+
+struct PreparedQ {
+  QuantizedHead q;
+  Operand operand;                 // tokens_padded x depth
+  std::vector<float> row_scale;    // per token: fold_softmax_scale(scale, softmax_scale_log2)
+  MatrixF means;                   // blocks x head_dim (Q smoothing), else empty
+  std::vector<float> lse_bias;     // per token: steps::smoothing_bias of the row and K's mean (K smoothed), else 0
+};
+
+struct Context {
+  const Pipeline& pipeline;
+  Shape shape;
+  bool causal;
+  float softmax_scale_log2;
+  bool qk_fp32_fma, qk_integer, pv_fp32_fma;
+  std::optional<mma::Instruction> qk, pv;
+};
+
+// Q and K transformed together (SmoothAttn's factors read both; under GQA over all the group's Q heads).
+void transform_qk(const Pipeline& pl, std::vector<MatrixF>& qs, MatrixF& k) {
+  const SmoothingStage& s = pl.smoothing;
+  if (s.transform == Transform::hadamard) {
+    const quant::RandomHadamard h(int(k.cols()), s.hadamard_seed);
+    for (MatrixF& q : qs) q = h.apply(q);
+    k = h.apply(k);
+  } else if (s.transform == Transform::smooth_attn) {
+    MatrixF all_q(0, k.cols());
+    for (const MatrixF& q : qs) {
+      all_q.conservativeResize(all_q.rows() + q.rows(), Eigen::NoChange);
+      all_q.bottomRows(q.rows()) = q;
+    }
+    const quant::MigratedQk m = quant::smooth_attn(all_q, k, s.smooth_attn_alpha);
+    for (std::size_t i = 0, row = 0; i < qs.size(); row += std::size_t(qs[i].rows()), ++i)
+      qs[i] = m.q.middleRows(Eigen::Index(row), qs[i].rows());
+    k = m.k;
+  }
+}
+
+PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in) {
+  const Pipeline& pl = cx.pipeline;
+  const Shape& sh = cx.shape;
+  PreparedKv kv;
+  // K: smoothed over the real keys, then zero keys up to whole blocks.
+  quant::Smoothed<float> k = quant::smooth(k_in, 0, pl.smoothing.k, pl.smoothing.key_mean_chunk);
+  if (pl.smoothing.k) kv.k.mean.assign(k.means.data(), k.means.data() + k.means.size());
+  kv.k.tensor = quant::quantize(padded(k.residual, sh.keys_padded, sh.head_dim), pl.quant_spec(Role::k), "K");
+  kv.k_operand = make_operand(kv.k.tensor, pl.k, cx.qk_integer, cx.qk_fp32_fma);
+  kv.k_codes_t = kv.k_operand.codes.transpose();
+  kv.k_scales_t = kv.k_operand.scale_codes.transpose();
+  kv.k_scale.resize(std::size_t(sh.keys_padded));
+  for (int j = 0; j < sh.keys_padded; ++j) kv.k_scale[std::size_t(j)] = row_scale(kv.k.tensor, pl.k, j);
+  if (pl.smoothing.q) kv.k_smoothed = std::move(k.residual);
+
+  // V: smoothed over the real keys; quantized along the keys (V^T) when its scales are block scales.
+  quant::Smoothed<float> v = quant::smooth(v_in, 0, pl.smoothing.v, pl.smoothing.key_mean_chunk);
+  if (pl.smoothing.v) kv.v.mean.assign(v.means.data(), v.means.data() + v.means.size());
+  const MatrixF v_rows = padded(v.residual, sh.keys_padded, sh.value_dim);
+  const bool v_transposed = block_scaled(pl.v);
+  kv.v.tensor = quant::quantize(v_transposed ? MatrixF(v_rows.transpose()) : v_rows, pl.quant_spec(Role::v), "V");
+  Operand vt = make_operand(kv.v.tensor, pl.v, false, cx.pv_fp32_fma);
+  if (v_transposed) {
+    kv.v_operand.codes = vt.codes.transpose();
+    kv.v_scales = vt.scale_codes.transpose();
+    kv.v_scale.assign(std::size_t(sh.value_dim), 1.0f);
+    for (int c = 0; c < sh.value_dim; ++c) kv.v_scale[std::size_t(c)] = kv.v.tensor.outer_of(c);
+  } else {
+    kv.v_operand = std::move(vt);
+    kv.v_scale.resize(std::size_t(sh.value_dim));
+    for (int c = 0; c < sh.value_dim; ++c)
+      kv.v_scale[std::size_t(c)] = kv.v.tensor.scales[std::size_t(kv.v.tensor.group_of(0, c))];
+  }
+  return kv;
+}
+
+PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<float>& k_mean) {
+  const Pipeline& pl = cx.pipeline;
+  const Shape& sh = cx.shape;
+  PreparedQ out;
+  // The LSE's row bias: what K smoothing took out of the row's scores (q as the scores see it).
+  out.lse_bias.assign(std::size_t(sh.tokens), 0.0f);
+  if (pl.smoothing.k)
+    for (int i = 0; i < sh.tokens; ++i)
+      out.lse_bias[std::size_t(i)] =
+          steps::smoothing_bias([&](int c) { return q_in(i, c); }, k_mean.data(), sh.head_dim, cx.softmax_scale_log2);
+  quant::Smoothed<float> q = quant::smooth(q_in, pl.tiling.block_q, pl.smoothing.q);
+  if (pl.smoothing.q) {
+    out.means = q.means;
+    out.q.mean.assign(q.means.data(), q.means.data() + q.means.size());
+  }
+  out.q.tensor = quant::quantize(padded(q.residual, sh.tokens_padded, sh.head_dim), pl.quant_spec(Role::q), "Q");
+  out.operand = make_operand(out.q.tensor, pl.q, cx.qk_integer, cx.qk_fp32_fma);
+  out.row_scale.resize(std::size_t(sh.tokens_padded));
+  for (int i = 0; i < sh.tokens_padded; ++i)
+    out.row_scale[std::size_t(i)] = steps::fold_softmax_scale(row_scale(out.q.tensor, pl.q, i), cx.softmax_scale_log2);
+  return out;
+}
+
+// ---- one block of queries -------------------------------------------------------------------------------
+
+float accumulator_value(const Format& f, std::uint32_t bits) {
+  return f == formats::fp16 ? float(decode(formats::fp16, bits)) : std::bit_cast<float>(bits);
+}
+
+// A lane's share of a row's block sum: its columns (lane_of_column) in column order, as a tree.
+float lane_sum(const float* p, int block_kv, int lane) {
+  float v[64];
+  int n = 0;
+  for (int c = 0; c < block_kv; ++c)
+    if (steps::lane_of_column(c) == lane) v[n++] = p[c];
+  switch (n) {
+    case 2: return steps::tree_sum<2>(v);
+    case 4: return steps::tree_sum<4>(v);
+    case 8: return steps::tree_sum<8>(v);
+    case 16: return steps::tree_sum<16>(v);
+    case 32: return steps::tree_sum<32>(v);
+    case 64: return steps::tree_sum<64>(v);
+  }
+  throw std::logic_error("lane_sum: block_kv " + std::to_string(block_kv) + " was not validated");
+}
+
+// P as the P V instruction reads it, and the factor its result is multiplied by (per row).
+struct PBlock {
+  MatrixCode codes;             // rows x block_kv
+  MatrixCode scales;            // rows x (block_kv / 16): NVFP4
+  std::vector<float> factor;    // per row; empty: none
+  std::vector<float> values;    // fp32 P (fp32-fma)
+};
+
+void p_codes(const Pipeline& pl, const MatrixF& p, PBlock& out) {
+  const int rows = int(p.rows()), cols = int(p.cols());
+  out.factor.clear();
+  switch (pl.p.scale) {
+    case PScale::static_exponent:
+      out.codes.resize(rows, cols);
+      if (pl.p.format == formats::e4m3) {
+        for (Eigen::Index i = 0; i < p.size(); ++i) out.codes.data()[i] = steps::e4m3_code(p.data()[i]);
+      } else if (pl.p.format == formats::fp32) {
+        out.values.assign(p.data(), p.data() + p.size());
+      } else {  // cvt.rn(.satfinite) of fp16, bf16, e5m2, ...
+        encode(pl.p.format, std::span<const float>(p.data(), std::size_t(p.size())),
+               std::span<Code>(out.codes.data(), std::size_t(out.codes.size())),
+               {Rounding::nearest_even, Overflow::saturate});
+      }
+      return;
+    case PScale::per_block: {
+      quant::QuantSpec spec;
+      spec.element = pl.p.format;
+      const quant::QuantizedTensor t = quant::quantize(p, spec, "P");
+      out.codes = t.codes;
+      out.factor.assign(std::size_t(rows), t.scales[0]);
+      return;
+    }
+    case PScale::two_level:
+    case PScale::microscale: {
+      quant::QuantSpec spec =
+          pl.p.scale == PScale::two_level ? quant::presets::sage3_p_two_level() : quant::presets::sage3_p_direct();
+      const quant::QuantizedTensor t = quant::quantize(p, spec, "P");
+      out.codes = t.codes;
+      out.scales.resize(rows, cols / 16);
+      for (int r = 0; r < rows; ++r)
+        for (int g = 0; g < cols / 16; ++g) out.scales(r, g) = t.scale_codes[std::size_t(t.group_of(r, g * 16))];
+      if (pl.p.scale == PScale::two_level) {
+        out.factor.resize(std::size_t(rows));
+        for (int r = 0; r < rows; ++r) out.factor[std::size_t(r)] = t.outer_of(r);
+      }
+      return;
+    }
+  }
+}
+
+struct RowState {
+  float m = kNegInf, offset = kNegInf;
+  float lanes[steps::kLanesPerRow] = {};
+};
+
+void run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& kv, int block, float* out,
+                     float* lse) {
+  const Pipeline& pl = cx.pipeline;
+  const Shape& sh = cx.shape;
+  const int bq = pl.tiling.block_q, bkv = pl.tiling.block_kv;
+  const int first_row = block * bq, rows = std::min(bq, sh.tokens - first_row);
+  const int last_row = first_row + rows - 1;
+  const int kv_blocks = sh.keys_padded / bkv;
+  const int dv = sh.value_dim;
+
+  const auto n_rows = static_cast<std::size_t>(rows), n_keys = static_cast<std::size_t>(bkv);
+  std::vector<RowState> state(n_rows);
+  std::vector<float> o(n_rows * std::size_t(dv), 0.0f), alpha(n_rows), delta(n_keys);
+  MatrixF s(rows, bkv), p(rows, bkv);
+  std::vector<std::int32_t> s_int(n_rows * n_keys);
+  PBlock pb;
+  const MatrixCode q_codes = cx.qk_fp32_fma || cx.qk_integer ? MatrixCode() : MatrixCode(pq.operand.codes.middleRows(first_row, rows));
+  const MatrixCode q_scales = pq.operand.scale_codes.size() ? MatrixCode(pq.operand.scale_codes.middleRows(first_row, rows)) : MatrixCode();
+
+  for (int step = 0; step < kv_blocks; ++step) {
+    const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step;
+    const int first_key = kb * bkv;
+    if (first_key >= sh.keys || (cx.causal && first_key > last_row)) continue;  // every key masked
+
+    // 1. S = Q K^T, dequantized into log2 units.
+    if (cx.qk_integer) {
+      integer_products(pq.operand.ints.data() + std::size_t(first_row) * std::size_t(sh.depth), rows,
+                       kv.k_operand.ints.data() + std::size_t(first_key) * std::size_t(sh.depth), bkv, sh.depth,
+                       s_int.data());
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < bkv; ++c)
+          s(r, c) = steps::dequantize_score(s_int[std::size_t(r * bkv + c)],
+                                            steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
+                                                               kv.k_scale[std::size_t(first_key + c)]));
+    } else if (cx.qk_fp32_fma) {
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < bkv; ++c) {
+          const float* x = pq.operand.floats.data() + std::size_t(first_row + r) * std::size_t(sh.depth);
+          const float* y = kv.k_operand.floats.data() + std::size_t(first_key + c) * std::size_t(sh.depth);
+          float acc = 0;
+          for (int i = 0; i < sh.depth; ++i) acc = steps::fma_rn(x[i], y[i], acc);
+          s(r, c) = steps::dequantize_score(acc, steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
+                                                                    kv.k_scale[std::size_t(first_key + c)]));
+        }
+    } else {
+      const MatrixCode b = kv.k_codes_t.middleCols(first_key, bkv);
+      const MatrixCode zero = MatrixCode::Zero(rows, bkv);
+      const MatrixCode b_scales = kv.k_scales_t.size() ? MatrixCode(kv.k_scales_t.middleCols(first_key, bkv)) : MatrixCode();
+      const MatrixCode d = mma::gemm(*cx.qk, {q_codes, b, zero, q_scales.size() ? &q_scales : nullptr,
+                                              b_scales.size() ? &b_scales : nullptr});
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < bkv; ++c)
+          s(r, c) = steps::dequantize_score(accumulator_value(cx.qk->atom.d, d(r, c)),
+                                            steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
+                                                               kv.k_scale[std::size_t(first_key + c)]));
+    }
+    if (pl.smoothing.q) {
+      const int qblock = first_row / bq;  // Q's smoothing blocks are its thread blocks
+      for (int c = 0; c < bkv; ++c) {
+        float acc = 0;
+        if (first_key + c < sh.keys)
+          for (int i = 0; i < sh.head_dim; ++i) acc = steps::fma_rn(pq.means(qblock, i), kv.k_smoothed(first_key + c, i), acc);
+        delta[std::size_t(c)] = acc;
+      }
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < bkv; ++c)
+          s(r, c) = steps::add_score_correction(s(r, c), delta[std::size_t(c)], cx.softmax_scale_log2);
+    }
+    for (int r = 0; r < rows; ++r)
+      for (int c = 0; c < bkv; ++c) {
+        const int key = first_key + c;
+        if (key >= sh.keys || (cx.causal && key > first_row + r)) s(r, c) = kNegInf;
+      }
+
+    // 2-6. Online softmax, row by row.
+    for (int r = 0; r < rows; ++r) {
+      RowState& st = state[std::size_t(r)];
+      float m = st.m;
+      for (int c = 0; c < bkv; ++c) m = std::max(m, s(r, c));
+      const float offset = steps::row_offset(m, pl.p.log2_scale);
+      alpha[std::size_t(r)] = pl.exponential.rescale(st.offset, offset);
+      for (int c = 0; c < bkv; ++c) p(r, c) = pl.exponential.probability(s(r, c), offset);
+      for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
+        st.lanes[lane] = steps::update_row_sum(st.lanes[lane], alpha[std::size_t(r)], lane_sum(&p(r, 0), bkv, lane));
+      st.m = m;
+      st.offset = offset;
+    }
+
+    // 7. P codes.
+    p_codes(pl, p, pb);
+
+    // 8-9. P V into o.
+    const int first_v = first_key;
+    if (cx.pv_fp32_fma) {
+      for (int r = 0; r < rows; ++r) {
+        float* orow = &o[std::size_t(r) * std::size_t(dv)];
+        const float a = alpha[std::size_t(r)];
+        for (int c = 0; c < dv; ++c) {
+          float acc = pl.accumulation.mode == Accumulation::in_place ? steps::mul_rn(orow[c], a) : 0.0f;
+          for (int j = 0; j < bkv; ++j)
+            acc = steps::fma_rn(pb.values[std::size_t(r * bkv + j)],
+                                kv.v_operand.floats[std::size_t(first_v + j) * std::size_t(dv) + std::size_t(c)], acc);
+          orow[c] = pl.accumulation.mode == Accumulation::in_place ? acc : steps::accumulate_output(orow[c], a, acc);
+        }
+      }
+      continue;
+    }
+    const mma::Instruction& pv = *cx.pv;
+    if (pl.accumulation.mode == Accumulation::in_place) {
+      MatrixCode c_bits(rows, dv);
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < dv; ++c)
+          c_bits(r, c) = std::bit_cast<std::uint32_t>(
+              steps::mul_rn(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], alpha[std::size_t(r)]));
+      const MatrixCode b = kv.v_operand.codes.middleRows(first_v, bkv);
+      const MatrixCode d = mma::gemm(pv, {pb.codes, b, c_bits});
+      for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < dv; ++c) o[std::size_t(r) * std::size_t(dv) + std::size_t(c)] = std::bit_cast<float>(d(r, c));
+      continue;
+    }
+    const int chunk = pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * pv.atom.k : bkv;
+    for (int j0 = 0; j0 < bkv; j0 += chunk) {
+      const int width = std::min(chunk, bkv - j0);
+      const MatrixCode a = pb.codes.middleCols(j0, width);
+      const MatrixCode b = kv.v_operand.codes.middleRows(first_v + j0, width);
+      const MatrixCode zero = MatrixCode::Zero(rows, dv);
+      MatrixCode a_scales, b_scales;
+      if (pv.atom.scale) {
+        a_scales = pb.scales.middleCols(j0 / pv.atom.scale_block, width / pv.atom.scale_block);
+        b_scales = kv.v_scales.middleRows((first_v + j0) / pv.atom.scale_block, width / pv.atom.scale_block);
+      }
+      const MatrixCode d = mma::gemm(pv, {a, b, zero, pv.atom.scale ? &a_scales : nullptr,
+                                          pv.atom.scale ? &b_scales : nullptr});
+      for (int r = 0; r < rows; ++r) {
+        const float a_r = j0 == 0 ? alpha[std::size_t(r)] : 1.0f;  // later intervals of the block add plainly
+        for (int c = 0; c < dv; ++c) {
+          float R = accumulator_value(pv.atom.d, d(r, c));
+          if (!pb.factor.empty()) R = steps::mul_rn(R, pb.factor[std::size_t(r)]);
+          float& oc = o[std::size_t(r) * std::size_t(dv) + std::size_t(c)];
+          oc = steps::accumulate_output(oc, a_r, R);
+        }
+      }
+    }
+  }
+
+  // The end of each row.
+  for (int r = 0; r < rows; ++r) {
+    const RowState& st = state[std::size_t(r)];
+    const float l = steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
+    const float inverse = steps::inverse_row_sum(l);
+    for (int c = 0; c < dv; ++c) {
+      float y = steps::normalize_output(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], inverse,
+                                        kv.v_scale[std::size_t(c)]);
+      if (pl.smoothing.v) y = steps::add_value_mean(y, kv.v.mean[std::size_t(c)]);
+      out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] = y;
+    }
+    lse[first_row + r] = pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
+  }
+}
+
+}  // namespace
+
+Tensor4 ForwardResult::rounded_output() const {
+  Tensor4 t(batch, heads, tokens, value_dim);
+  for (std::size_t i = 0; i < output_codes.size(); ++i) t.values[i] = float(decode(output_format, output_codes[i]));
+  return t;
+}
+
+ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                      const ForwardOptions& options) {
+  // Shapes.
+  const auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
+  const auto shape_of = [](const std::string& name, const Tensor4& t) { return name + " " + t.shape_text(); };
+  for (const auto& [t, name] : {std::pair{&q, &options.q_name}, std::pair{&k, &options.k_name}, std::pair{&v, &options.v_name}})
+    if (t->size() == 0 || t->size() != Tensor4::count(t->batch, t->heads, t->tokens, t->dim))
+      fail(*name + ": empty, or holds " + std::to_string(t->size()) + " values for its shape " + t->shape_text());
+  if (k.batch != q.batch || v.batch != q.batch)
+    fail("batch sizes differ: " + shape_of(options.q_name, q) + ", " + shape_of(options.k_name, k) + ", " +
+         shape_of(options.v_name, v));
+  if (k.heads != v.heads)
+    fail("head counts differ: " + shape_of(options.k_name, k) + ", " + shape_of(options.v_name, v));
+  if (q.heads % k.heads != 0)
+    fail(fmt::format("{} has {} heads, which {} heads of K and V do not divide (GQA: {}, {})", options.q_name, q.heads,
+                     k.heads, shape_of(options.k_name, k), shape_of(options.v_name, v)));
+  if (k.tokens != v.tokens)
+    fail("token counts differ: " + shape_of(options.k_name, k) + ", " + shape_of(options.v_name, v));
+  if (q.dim != k.dim)
+    fail("head dimensions differ: " + shape_of(options.q_name, q) + ", " + shape_of(options.k_name, k));
+  if (auto why = pl.validate(q.dim, v.dim)) fail("pipeline " + pl.name + ": " + *why);
+  check_finite(q, options.q_name);
+  check_finite(k, options.k_name);
+  check_finite(v, options.v_name);
+
+  Context cx{pl, {}, options.causal, steps::softmax_scale_log2(q.dim), pl.qk.fp32_fma(), false, pl.pv.fp32_fma(),
+             std::nullopt, std::nullopt};
+  if (!cx.qk_fp32_fma) cx.qk = pl.qk_instruction();
+  if (!cx.pv_fp32_fma) cx.pv = pl.pv_instruction(v.dim);
+  cx.qk_integer = cx.qk && cx.qk->atom.d == mma::s32;
+  const int qk_k = cx.qk ? cx.qk->atom.k : 1;
+  cx.shape = {q.tokens, k.tokens, q.dim, v.dim, round_up(q.tokens, pl.tiling.block_q),
+              round_up(k.tokens, pl.tiling.block_kv), round_up(q.dim, qk_k)};
+
+  ForwardResult result;
+  result.batch = q.batch;
+  result.heads = q.heads;
+  result.kv_heads = k.heads;
+  result.tokens = q.tokens;
+  result.keys = k.tokens;
+  result.head_dim = q.dim;
+  result.value_dim = v.dim;
+  result.output_format = pl.output;
+  result.output.assign(std::size_t(q.batch) * std::size_t(q.heads) * std::size_t(q.tokens) * std::size_t(v.dim), 0.0f);
+  result.lse.assign(std::size_t(q.batch) * std::size_t(q.heads) * std::size_t(q.tokens), 0.0f);
+  if (options.keep_operands) {
+    result.q.resize(std::size_t(q.batch) * std::size_t(q.heads));
+    result.k.resize(std::size_t(q.batch) * std::size_t(k.heads));
+    result.v.resize(result.k.size());
+  }
+
+  const int group = q.heads / k.heads;
+  const int q_blocks = cx.shape.tokens_padded / pl.tiling.block_q;
+  for (int b = 0; b < q.batch; ++b)
+    for (int g = 0; g < k.heads; ++g) {
+      std::vector<MatrixF> qs;
+      for (int h = g * group; h < (g + 1) * group; ++h) qs.push_back(q.head(b, h));
+      MatrixF kh = k.head(b, g);
+      transform_qk(pl, qs, kh);
+      const PreparedKv kv = prepare_kv(cx, kh, v.head(b, g));
+      std::vector<PreparedQ> pqs(static_cast<std::size_t>(group));
+      parallel_for(std::size_t(group), options.threads, [&](std::size_t i, unsigned) { pqs[i] = prepare_q(cx, qs[i], kv.k.mean); });
+      parallel_for(std::size_t(group) * std::size_t(q_blocks), options.threads, [&](std::size_t item, unsigned) {
+        const int i = int(item) / q_blocks, block = int(item) % q_blocks, h = g * group + i;
+        const std::size_t head = std::size_t(b) * std::size_t(q.heads) + std::size_t(h);
+        run_query_block(cx, pqs[std::size_t(i)], kv, block,
+                        result.output.data() + head * std::size_t(q.tokens) * std::size_t(v.dim),
+                        result.lse.data() + head * std::size_t(q.tokens));
+      });
+      if (options.keep_operands) {
+        for (int i = 0; i < group; ++i)
+          result.q[std::size_t(b) * std::size_t(q.heads) + std::size_t(g * group + i)] = std::move(pqs[std::size_t(i)].q);
+        result.k[std::size_t(b) * std::size_t(k.heads) + std::size_t(g)] = kv.k;
+        result.v[std::size_t(b) * std::size_t(k.heads) + std::size_t(g)] = kv.v;
+      }
+    }
+
+  result.output_codes.resize(result.output.size());
+  encode(pl.output, std::span<const float>(result.output), std::span<Code>(result.output_codes),
+         {Rounding::nearest_even, Overflow::inf});
+  return result;
+}
+
+}  // namespace lowbit::attention

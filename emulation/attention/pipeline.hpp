@@ -1,0 +1,250 @@
+// A quantized attention forward pass as data, run the way a FlashAttention-style GPU kernel runs
+// it, so that a disagreement with the kernel points at one stage.
+//
+// A Pipeline is a record of stages (each a choice with validate()); the presets name the kernels
+// of the papers (presets.cpp says which kernel each follows and what is assumed). forward() runs
+// one on [batch, heads, tokens, dim] tensors:
+//
+// Per (batch, KV head), then per Q head h (KV head h / (heads / kv_heads), GQA):
+//   a. transform Q, K (SmoothAttn migration or a random Hadamard rotation; off in most presets)
+//   b. smooth: K minus its mean over all keys, V minus its mean over all keys (double sums over
+//      runs of key_mean_chunk keys, quant/smoothing.hpp), Q minus its mean per block of block_q
+//      queries; one fp32 subtraction per element
+//   c. quantize Q, K, V (quant::quantize): the head dimension zero-padded to the QK instruction's
+//      k, tokens to whole blocks (zero codes); Q's row scale takes the softmax scale once
+//      (steps::fold_softmax_scale)
+// Per block of block_q queries, for each KV block of block_kv keys in kv_order (blocks whose keys
+// are all masked skipped), the steps of kernel_steps.hpp, rows independent:
+//   1. S = Q K^T through the QK instruction (integers: the exact s32 sum; floating: its model via
+//      mma::gemm, chained over the head dimension from +0); s = dequantize_score(S, score_scale),
+//      + add_score_correction(qbar . k') with Q smoothed; masked keys (causal: key > query, keys
+//      past the last) -inf
+//   2-6. m, offset (P's static scale folded into the exponent), alpha, p, the 4 lanes' row sums
+//   7. P codes in P's format and scale
+//   8-9. two-level: R = P V through the PV instruction, a fresh accumulator (+0) per flush
+//      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
+//      in place (FlashAttention-2/3): o = alpha o, then o = the PV instruction from C = o
+// After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
+// (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
+// bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).
+//
+// Causal masks are top-left (key j visible to query i when j <= i, PyTorch's is_causal).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "emulation/attention/kernel_steps.hpp"
+#include "emulation/attention/sage2_hopper.hpp"
+#include "emulation/format.hpp"
+#include "emulation/mma/instruction.hpp"
+#include "emulation/quant/quantize.hpp"
+#include "emulation/quant/thread_groups.hpp"
+#include "numerics/tensor.hpp"
+
+namespace lowbit::attention {
+
+// ---- stages -------------------------------------------------------------------------------------
+
+enum class Role : std::uint8_t { q, k, v };
+std::string_view to_string(Role r);
+
+// Which values share a quantization scale. Q and K are quantized along the head dimension (their
+// rows are tokens); V along the tokens (the P V reduction), so its groups run down the keys.
+enum class Granularity : std::uint8_t {
+  none,        // no scale: the values cast (round to nearest even) to the element format (fp32, fp16, bf16)
+  per_tensor,  // one scale per (batch, head)
+  per_block,   // Q: block_q queries; K: block_kv keys (SageAttention)
+  per_warp,    // Q, K: what one warp holds in the QK instruction's accumulator fragment
+  per_thread,  // Q, K: what one thread holds (SageAttention2 §3.3)
+  per_token,   // Q, K: one scale per token
+  per_channel, // V: one scale per channel over all keys (SageAttention2)
+  nvfp4,       // e2m1 in 1x16 blocks with UE4M3 scales, inside a block-scaled MMA (SageAttention3)
+  mx,          // 1x32 blocks with UE8M0 scales, inside a block-scaled MMA (OCP MX)
+};
+std::string_view to_string(Granularity g);
+
+struct OperandStage {
+  Format element = formats::fp16;
+  Granularity granularity = Granularity::none;
+  double target = 0;  // a group's amax maps to this code magnitude (0: the element's max finite)
+
+  std::optional<std::string> validate(Role role) const;
+};
+
+enum class Transform : std::uint8_t { none, smooth_attn, hadamard };
+
+struct SmoothingStage {
+  bool q = false;  // Q minus its mean per block of block_q queries; the scores take qbar . k' back
+  bool k = false;  // K minus its mean over all keys (softmax removes the row bias it leaves)
+  bool v = false;  // V minus its mean over all keys; the output takes it back
+  int key_mean_chunk = 0;  // keys per double partial sum of the K and V means (0: one sum in order)
+  Transform transform = Transform::none;  // applied to Q and K before smoothing
+  double smooth_attn_alpha = 0.5;         // SmoothAttn: factor_c = max|Q_c|^a / max|K_c|^(1-a)
+  std::uint64_t hadamard_seed = 0;
+
+  std::optional<std::string> validate() const;
+};
+
+enum class PScale : std::uint8_t {
+  static_exponent,  // P = exp2(s - m + log2_scale) in [0, 2^log2_scale], cast to P's format (SageAttention2: 448)
+  per_block,        // s_P = amax(P block) / max_finite, P / s_P cast, R times s_P
+  two_level,        // SageAttention3: per row s_P1 = rowmax / (448 * 6), NVFP4 of P / s_P1, R times s_P1
+  microscale,       // NVFP4 of P directly (SageAttention3's "direct" ablation)
+};
+std::string_view to_string(PScale s);
+
+struct PStage {
+  Format format = formats::fp16;  // fp32 only with the fp32-fma P V
+  PScale scale = PScale::static_exponent;
+  float log2_scale = 0;  // static_exponent: steps::kLog2Of448 for E4M3 at 448; 0 for fp16
+
+  std::optional<std::string> validate() const;
+};
+
+// An MMA instruction of the registry (mma::find_instruction); "nN" in the name stands for the n
+// the stage needs (QK: block_kv; P V: the value dimension). kFp32Fma is no tensor core: one fp32
+// fma per product, in index order, from C (a SIMT kernel's loop).
+inline constexpr std::string_view kFp32Fma = "fp32-fma";
+struct MatmulStage {
+  std::string instruction;
+  bool fp32_fma() const { return instruction == kFp32Fma; }
+};
+
+enum class Accumulation : std::uint8_t {
+  two_level,  // fresh accumulator (+0) per flush interval, flushed into the fp32 o (SageAttention2 §3.4)
+  in_place,   // o rescaled by alpha, then the MMA accumulates onto it (FlashAttention-2/3)
+};
+struct AccumulationStage {
+  Accumulation mode = Accumulation::two_level;
+  int mmas_per_flush = 0;  // two-level: MMAs (k steps) per fresh accumulator; 0: the whole KV block
+
+  std::optional<std::string> validate() const;
+};
+
+// Correctly rounded exp2 and log2 of a float (the `exact` exponential; no GPU instruction computes
+// it): the function in double (within an ulp of double), rounded to float; a result within 2^-50
+// of a float midpoint is decided again in long double.
+float exp2_exact(float x);
+float log2_exact(float x);
+
+// exp2 and log2 of the softmax: the contract's polynomials (what the kernels run), or correctly
+// rounded (MUFU.EX2 is not modeled: hopper-numerics-facts.md).
+struct ExponentialStage {
+  bool exact = false;
+  steps::Exp2Poly poly = steps::exp2_degree5();
+
+  float probability(float score, float offset) const {
+    return exact ? exp2_exact(steps::sub_rn(score, offset)) : steps::probability(score, offset, poly);
+  }
+  float rescale(float old_offset, float new_offset) const {
+    return exact ? exp2_exact(steps::sub_rn(old_offset, new_offset)) : steps::rescale(old_offset, new_offset, poly);
+  }
+  // bias: steps::smoothing_bias with K smoothed, else 0.
+  float log_sum_exp(float offset, float l, float bias) const {
+    return exact ? steps::mul_rn(steps::add_rn(steps::add_rn(offset, log2_exact(l)), bias), steps::kLn2)
+                 : steps::log_sum_exp(offset, l, bias);
+  }
+  std::string name() const;
+};
+
+struct TilingStage {
+  int block_q = 128;   // queries per thread block
+  int block_kv = 64;   // keys per KV block
+  int warps = 4;       // warps that compute S (the per-thread / per-warp groups)
+  KvOrder kv_order = KvOrder::ascending;
+
+  std::optional<std::string> validate() const;
+};
+
+struct Pipeline {
+  std::string name;     // the preset it started from
+  std::string follows;  // which paper's kernel, and what is assumed
+  std::string arch = "sm_90";  // the instructions' architecture
+  TilingStage tiling;
+  SmoothingStage smoothing;
+  OperandStage q, k, v;
+  MatmulStage qk, pv;
+  PStage p;
+  AccumulationStage accumulation;
+  ExponentialStage exponential;
+  Format output = formats::fp16;  // the format the output is rounded to (to nearest even)
+
+  // Why this pipeline cannot run on heads of dimension head_dim (values: value_dim), or nothing.
+  std::optional<std::string> validate(int head_dim, int value_dim) const;
+
+  // The instructions, with "nN" resolved (throws mma::UnknownInstruction).
+  mma::Instruction qk_instruction() const;
+  mma::Instruction pv_instruction(int value_dim) const;
+  // The thread blocks' tiling of S that per-thread and per-warp groups come from (the QK
+  // instruction's accumulator fragment).
+  quant::ThreadTiling qk_tiling() const;
+  // The quantizer spec of an operand (Q, K: along the head dimension padded to the QK
+  // instruction's k; V: along the keys).
+  quant::QuantSpec quant_spec(Role role) const;
+};
+
+// ---- presets ------------------------------------------------------------------------------------
+
+struct PresetInfo {
+  std::string_view name;
+  std::string_view summary;
+};
+const std::vector<PresetInfo>& preset_list();
+// The named preset for heads of dimension head_dim (sage2-8b reads sage2_8b_hopper(head_dim)).
+// Throws std::invalid_argument listing the presets for an unknown name.
+Pipeline preset(std::string_view name, int head_dim);
+
+// ---- stages by name (the CLI's --set STAGE=VALUE) -------------------------------------------------
+
+struct StageInfo {
+  std::string_view name;
+  std::string_view values;  // what it accepts
+  std::string_view help;
+};
+const std::vector<StageInfo>& stage_list();
+// Applies "STAGE=VALUE"; the error names the stage and what it accepts.
+std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assignment);
+// Every stage's value, as set_stage reads it back.
+std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pipeline);
+
+// ---- forward ------------------------------------------------------------------------------------
+
+struct ForwardOptions {
+  bool causal = false;
+  unsigned threads = 0;       // 0: every core
+  bool keep_operands = true;  // keep the quantized Q, K, V in the result
+  std::string q_name = "Q", k_name = "K", v_name = "V";  // how errors name the inputs
+};
+
+// One (batch, head) of Q, K or V as the MMAs read it.
+struct QuantizedHead {
+  quant::QuantizedTensor tensor;  // Q, K: tokens x head_dim; V: keys x value_dim, or value_dim x keys
+                                  // (V^T) where V's groups run along the keys (nvfp4, mx)
+  std::vector<float> mean;        // smoothing means: Q: (blocks x head_dim), K, V: one row; empty when off
+};
+
+struct ForwardResult {
+  int batch = 0, heads = 0, kv_heads = 0, tokens = 0, keys = 0, head_dim = 0, value_dim = 0;
+  Format output_format = formats::fp16;
+  std::vector<QuantizedHead> q;     // [batch * heads], with keep_operands
+  std::vector<QuantizedHead> k, v;  // [batch * kv_heads], with keep_operands
+  std::vector<float> lse;           // [batch, heads, tokens]: natural log of sum_j exp(q.k_j / sqrt(d))
+                                    // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d))
+  std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
+  std::vector<Code> output_codes;   // the same rounded to output_format
+
+  Tensor4 rounded_output() const;  // output_codes' values
+};
+
+// Runs the pipeline. Throws std::invalid_argument naming the input for shapes that do not fit
+// (batch, heads: K and V heads must divide Q heads, tokens, dimensions), NaN/Inf (count, first
+// index) and pipelines that do not validate.
+ForwardResult forward(const Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                      const ForwardOptions& options = {});
+
+}  // namespace lowbit::attention

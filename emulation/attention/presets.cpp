@@ -1,0 +1,241 @@
+// The named pipelines: which paper's kernel each follows, and what is assumed where the paper or
+// the registry does not say. Every value can be changed stage by stage (set_stage).
+#include <cmath>
+#include <stdexcept>
+
+#include "emulation/attention/pipeline.hpp"
+
+namespace lowbit::attention {
+namespace {
+
+constexpr const char* kHmmaF16 = "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32";
+constexpr const char* kHmmaBf16 = "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32";
+constexpr const char* kHmmaF16Acc = "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16";
+constexpr const char* kImmaS8 = "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32";
+constexpr const char* kImmaS4 = "mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32";
+constexpr const char* kFp8MmaF32 = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32";
+constexpr const char* kFp8MmaF16 = "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16";
+constexpr const char* kWgmmaS8 = "wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8";
+constexpr const char* kWgmmaE4m3 = "wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3";
+constexpr const char* kNvfp4Mma =
+    "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3";
+
+const OperandStage kFp16{formats::fp16, Granularity::none};
+const OperandStage kE4m3PerChannel{formats::e4m3, Granularity::per_channel};
+const OperandStage kNvfp4{formats::e2m1, Granularity::nvfp4};
+
+Pipeline fp32() {
+  Pipeline p;
+  p.name = "fp32";
+  p.follows =
+      "no paper: the float32 baseline, FlashAttention-2's tiled online softmax on CUDA cores. Every product is one fp32 "
+      "fma in index order (QK^T over the head dimension; P V over the keys, in place onto the rescaled o); P, V "
+      "unquantized; exp2 and log2 correctly rounded";
+  p.q = p.k = p.v = {formats::fp32, Granularity::none};
+  p.qk.instruction = p.pv.instruction = std::string(kFp32Fma);
+  p.p = {formats::fp32, PScale::static_exponent, 0};
+  p.accumulation = {Accumulation::in_place, 0};
+  p.exponential.exact = true;
+  p.output = formats::fp32;
+  return p;
+}
+
+Pipeline fa2(bool bf16) {
+  Pipeline p;
+  p.name = bf16 ? "fa2-bf16" : "fa2-fp16";
+  p.follows = std::string("FlashAttention-2 (Dao, 2023), forward on Hopper's mma.sync: ") + (bf16 ? "bf16" : "fp16") +
+              " Q, K, V and P, fp32 accumulators, O kept in the P V accumulator and rescaled by alpha in place. Assumed: "
+              "128 x 64 tiles with 4 warps (FA2's head-dim-128 forward); the softmax steps are the contract's with a "
+              "correctly rounded exp2 (FA2 runs MUFU.EX2, which is not modeled)";
+  const Format f = bf16 ? formats::bf16 : formats::fp16;
+  p.q = p.k = p.v = {f, Granularity::none};
+  p.qk.instruction = p.pv.instruction = bf16 ? kHmmaBf16 : kHmmaF16;
+  p.p = {f, PScale::static_exponent, 0};
+  p.accumulation = {Accumulation::in_place, 0};
+  p.exponential.exact = true;
+  p.output = f;
+  return p;
+}
+
+Pipeline sage1() {
+  Pipeline p;
+  p.name = "sage1";
+  p.follows =
+      "SageAttention (Zhang et al., ICLR 2025) on Ada (RTX 4090, sm_89): K smoothed by its mean, INT8 per-block Q (128 "
+      "queries) and K (64 keys) on mma.sync s8, fp16 P and V with an fp16-accumulator mma.sync (MMA-Sim's Ada model, "
+      "published only). Assumed: the fp16 accumulator starts fresh per KV block and is flushed into the fp32 o; the "
+      "contract's softmax steps with a correctly rounded exp2 (the Triton kernel runs MUFU.EX2)";
+  p.arch = "sm_89";
+  p.q = {formats::int8, Granularity::per_block};
+  p.k = {formats::int8, Granularity::per_block};
+  p.v = kFp16;
+  p.smoothing.k = true;
+  p.qk.instruction = kImmaS8;
+  p.pv.instruction = kHmmaF16Acc;
+  p.p = {formats::fp16, PScale::static_exponent, 0};
+  p.exponential.exact = true;
+  return p;
+}
+
+// SageAttention2-8b on Hopper: every tiling, grouping, mean and exponential value is the recipe's.
+Pipeline sage2_8b(int head_dim) {
+  const Sage2HopperRecipe r = sage2_8b_hopper(head_dim);
+  Pipeline p;
+  p.name = "sage2-8b";
+  p.follows =
+      "SageAttention2-8b (Zhang et al., ICML 2025) as the Hopper kernel of kernels/ runs it (sage2_hopper.hpp): K "
+      "smoothed by its chunked mean, per-thread INT8 Q and K with the wgmma s8 groups, E4M3 P at 448 folded into the "
+      "exponent, per-channel E4M3 V, wgmma e4m3 (FP22) chained over each KV block from +0 and flushed into the fp32 o "
+      "with one fma, the contract's polynomial exp2";
+  p.arch = "sm_90";
+  p.tiling = {r.block_q, r.block_kv, r.consumer_warps, r.kv_order};
+  p.smoothing.k = true;
+  p.smoothing.key_mean_chunk = r.key_mean_chunk;
+  p.q = p.k = {formats::int8, Granularity::per_thread};
+  p.v = kE4m3PerChannel;
+  p.qk.instruction = kWgmmaS8;
+  p.pv.instruction = kWgmmaE4m3;
+  p.p = {formats::e4m3, PScale::static_exponent, r.p_log2_scale};
+  p.accumulation = {Accumulation::two_level, 0};
+  p.exponential = {false, r.exp2};
+  return p;
+}
+
+// The Ada kernels of SageAttention2 and the Table 9 baselines share everything but Q and K.
+Pipeline sage2_ada(const char* name) {
+  Pipeline p;
+  p.name = name;
+  p.arch = "sm_89";
+  p.tiling = {128, 64, 4, KvOrder::ascending};
+  p.q = p.k = {formats::int4, Granularity::per_thread};
+  p.v = kE4m3PerChannel;
+  p.qk.instruction = kImmaS4;
+  p.pv.instruction = kFp8MmaF32;
+  p.p = {formats::e4m3, PScale::static_exponent, steps::kLog2Of448};
+  return p;
+}
+
+Pipeline sage2_4b() {
+  Pipeline p = sage2_ada("sage2-4b");
+  p.follows =
+      "SageAttention2-4b (Zhang et al., ICML 2025) on Ada (sm_89): Q smoothed per block of 128 queries (the scores take "
+      "qbar.k' back, an fp32 fma chain over the head dimension) and K by its mean, per-thread INT4 Q and K with the "
+      "mma.m16n8k64 groups (4 warps, 128 x 64), E4M3 P at 448, per-channel E4M3 V, mma.sync e4m3 with MMA-Sim's Ada FP22 "
+      "model (published only) flushed into fp32 per KV block. Assumed: the contract's softmax steps and polynomial exp2 "
+      "(the paper's kernel runs MUFU.EX2)";
+  p.smoothing.q = p.smoothing.k = true;
+  return p;
+}
+
+Pipeline smoothattn() {
+  Pipeline p = sage2_ada("smoothattn");
+  p.follows =
+      "SageAttention2's SmoothAttn baseline (§4.1, after QServe): Q and K migrated per channel with alpha = 0.5 (over "
+      "all Q heads of a KV head under GQA) and not smoothed, otherwise sage2-4b";
+  p.smoothing.transform = Transform::smooth_attn;
+  return p;
+}
+
+Pipeline hadamard() {
+  Pipeline p = sage2_ada("hadamard");
+  p.follows =
+      "SageAttention2's HadmdAttn baseline (§4.1, after QuaRot): Q and K rotated by a random Hadamard matrix (seed 0; "
+      "power-of-two head dimensions) and not smoothed, otherwise sage2-4b";
+  p.smoothing.transform = Transform::hadamard;
+  return p;
+}
+
+Pipeline sage2pp() {
+  Pipeline p;
+  p.name = "sage2pp";
+  p.follows =
+      "SageAttention2++ (Zhang et al., arXiv 2505.21136), 8-bit QK: FP8 P V on mma.sync with an fp16 accumulator, P "
+      "and V narrowed so 32 products stay in fp16 (P in [0, 224], V's channel amax at 9: 224 x 9 x 32 <= 65504), each "
+      "MMA's fp16 result flushed into fp32. Assumed: the paper's Ada/Blackwell instruction is run through the Hopper "
+      "model of the same PTX (verified on an H100; no sm_89 f16-accumulator FP8 model is recorded); Pr = 224, Vr = 9 "
+      "as we read the paper (not re-checked against its text here); per-thread INT8 Q, K with the mma.m16n8k32 groups "
+      "(4 warps, 128 x 64), K smoothed; the contract's polynomial exp2";
+  p.arch = "sm_90";
+  p.tiling = {128, 64, 4, KvOrder::ascending};
+  p.smoothing.k = true;
+  p.q = p.k = {formats::int8, Granularity::per_thread};
+  p.v = {formats::e4m3, Granularity::per_channel, 9};
+  p.qk.instruction = kImmaS8;
+  p.pv.instruction = kFp8MmaF16;
+  p.p = {formats::e4m3, PScale::static_exponent, float(std::log2(224.0))};
+  p.accumulation = {Accumulation::two_level, 1};
+  return p;
+}
+
+Pipeline sage3() {
+  Pipeline p;
+  p.name = "sage3";
+  p.follows =
+      "SageAttention3 (Zhang et al., arXiv 2505.11594) on Blackwell (sm_120): NVFP4 Q, K (Q smoothed per block with the "
+      "qbar.k' correction, K by its mean) on the block-scaled mma.sync (MMA-Sim's model, published only), P two-level "
+      "(per row and KV block s_P1 = rowmax / (448 x 6), NVFP4 of P / s_P1, R times s_P1), V NVFP4 in 1x16 blocks along "
+      "the keys, flushed into fp32 per KV block. Assumed: 128 x 128 tiles, the contract's polynomial exp2";
+  p.arch = "sm_120";
+  p.tiling = {128, 128, 4, KvOrder::ascending};
+  p.smoothing.q = p.smoothing.k = true;
+  p.q = p.k = p.v = kNvfp4;
+  p.qk.instruction = p.pv.instruction = kNvfp4Mma;
+  p.p = {formats::e2m1, PScale::two_level, 0};
+  return p;
+}
+
+Pipeline fa3_fp8() {
+  Pipeline p;
+  p.name = "fa3-fp8";
+  p.follows =
+      "FlashAttention-3 FP8 forward (Shah et al., 2024) on Hopper: per-(batch, head) E4M3 Q, K, V (scale amax / 448), "
+      "wgmma e4m3 for QK^T and P V, P at 256 (max offset 8 in the exponent), O kept in the wgmma accumulator (FP22) and "
+      "rescaled in place. Assumed: 128 x 128 tiles, the contract's softmax steps with a correctly rounded exp2 (FA3 "
+      "runs MUFU.EX2)";
+  p.arch = "sm_90";
+  p.tiling = {128, 128, 8, KvOrder::ascending};
+  p.q = p.k = p.v = {formats::e4m3, Granularity::per_tensor};
+  p.qk.instruction = p.pv.instruction = kWgmmaE4m3;
+  p.p = {formats::e4m3, PScale::static_exponent, 8};
+  p.accumulation = {Accumulation::in_place, 0};
+  p.exponential.exact = true;
+  return p;
+}
+
+}  // namespace
+
+const std::vector<PresetInfo>& preset_list() {
+  static const std::vector<PresetInfo> list{
+      {"fp32", "every stage fp32 (fma chains, no quantization)"},
+      {"fa2-fp16", "FlashAttention-2, fp16, mma.sync (Hopper)"},
+      {"fa2-bf16", "FlashAttention-2, bf16, mma.sync (Hopper)"},
+      {"sage1", "SageAttention: INT8 per-block QK, smooth K, fp16 P V with fp16 accumulator (Ada)"},
+      {"sage2-8b", "SageAttention2-8b on Hopper: the kernel's recipe (sage2_hopper.hpp)"},
+      {"sage2-4b", "SageAttention2-4b on Ada: per-thread INT4 QK, smooth Q+K, FP8 P V (FP22)"},
+      {"sage2pp", "SageAttention2++: FP8 P V with fp16 accumulators, narrowed P and V"},
+      {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},
+      {"fa3-fp8", "FlashAttention-3 FP8 on Hopper: per-tensor E4M3, FP22 accumulator in place"},
+      {"smoothattn", "SageAttention2's SmoothAttn baseline (migration, alpha 0.5), otherwise sage2-4b"},
+      {"hadamard", "SageAttention2's HadmdAttn baseline (random Hadamard), otherwise sage2-4b"},
+  };
+  return list;
+}
+
+Pipeline preset(std::string_view name, int head_dim) {
+  if (name == "fp32") return fp32();
+  if (name == "fa2-fp16") return fa2(false);
+  if (name == "fa2-bf16") return fa2(true);
+  if (name == "sage1") return sage1();
+  if (name == "sage2-8b") return sage2_8b(head_dim);
+  if (name == "sage2-4b") return sage2_4b();
+  if (name == "sage2pp") return sage2pp();
+  if (name == "sage3") return sage3();
+  if (name == "fa3-fp8") return fa3_fp8();
+  if (name == "smoothattn") return smoothattn();
+  if (name == "hadamard") return hadamard();
+  std::string names;
+  for (const auto& p : preset_list()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  throw std::invalid_argument("unknown preset '" + std::string(name) + "' (presets: " + names + ")");
+}
+
+}  // namespace lowbit::attention

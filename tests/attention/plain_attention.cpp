@@ -1,0 +1,284 @@
+#include "tests/attention/plain_attention.hpp"
+
+#include <bit>
+#include <cmath>
+
+#include "emulation/convert.hpp"
+#include "emulation/mma/gemm.hpp"
+#include "emulation/quant/rotation.hpp"
+
+namespace lowbit::test {
+namespace {
+
+using namespace lowbit::attention;
+namespace st = lowbit::attention::steps;
+
+bool block_scaled(const OperandStage& op) { return op.granularity == Granularity::nvfp4 || op.granularity == Granularity::mx; }
+
+// x minus the mean of each run of `block` rows (0: all rows); the mean's double sum taken over
+// runs of `chunk` rows (0: one run). Returns the means, one row per block.
+MatrixF subtract_means(MatrixF& x, int block, int chunk) {
+  const int rows = int(x.rows()), cols = int(x.cols());
+  const int span = block > 0 ? block : rows;
+  MatrixF means((rows + span - 1) / span, cols);
+  for (int b = 0; b * span < rows; ++b) {
+    const int first = b * span, last = std::min(rows, first + span);
+    for (int c = 0; c < cols; ++c) {
+      double total = 0;
+      const int run = chunk > 0 ? chunk : last - first;
+      for (int start = first; start < last; start += run) {
+        double partial = 0;
+        for (int r = start; r < std::min(last, start + run); ++r) partial += x(r, c);
+        total += partial;
+      }
+      means(b, c) = float(total / (last - first));
+    }
+    for (int r = first; r < last; ++r)
+      for (int c = 0; c < cols; ++c) x(r, c) = x(r, c) - means(b, c);
+  }
+  return means;
+}
+
+MatrixF zero_padded(const MatrixF& x, int rows) {
+  MatrixF out = MatrixF::Zero(rows, x.cols());
+  out.topRows(x.rows()) = x;
+  return out;
+}
+
+float scale_of_row(const quant::QuantizedTensor& t, const OperandStage& op, int row) {
+  return block_scaled(op) ? t.outer_of(row) : t.scales[std::size_t(t.group_of(row, 0))];
+}
+
+// Block scale codes of rows [first, first + count) of t (its groups run along the columns).
+MatrixCode block_scales(const quant::QuantizedTensor& t, int first, int count, int first_col, int cols) {
+  const int block = t.spec.grouping.col_block;
+  MatrixCode s(count, cols / block);
+  for (int r = 0; r < count; ++r)
+    for (int g = 0; g < cols / block; ++g) s(r, g) = t.scale_codes[std::size_t(t.group_of(first + r, first_col + g * block))];
+  return s;
+}
+
+float accumulator_float(const Format& f, std::uint32_t bits) {
+  return f == formats::fp16 ? float(decode(formats::fp16, bits)) : std::bit_cast<float>(bits);
+}
+
+float lane_tree_sum(const std::vector<float>& p, int lane) {
+  std::vector<float> mine;
+  for (std::size_t c = 0; c < p.size(); ++c)
+    if (st::lane_of_column(int(c)) == lane) mine.push_back(p[c]);
+  switch (mine.size()) {
+    case 2: return st::tree_sum<2>(mine.data());
+    case 4: return st::tree_sum<4>(mine.data());
+    case 8: return st::tree_sum<8>(mine.data());
+    case 16: return st::tree_sum<16>(mine.data());
+    case 32: return st::tree_sum<32>(mine.data());
+    case 64: return st::tree_sum<64>(mine.data());
+  }
+  throw std::logic_error("lane_tree_sum: unexpected lane size");
+}
+
+}  // namespace
+
+bool plain_supports(const Pipeline& pipeline) { return pipeline.p.scale != PScale::per_block; }
+
+PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4& k_in, const Tensor4& v_in, bool causal) {
+  const int N = q_in.tokens, keys = k_in.tokens, d = q_in.dim, dv = v_in.dim;
+  const int bq = pl.tiling.block_q, bkv = pl.tiling.block_kv;
+  const int group = q_in.heads / k_in.heads;
+  const std::optional<mma::Instruction> qk = pl.qk.fp32_fma() ? std::nullopt : std::optional(pl.qk_instruction());
+  const std::optional<mma::Instruction> pv = pl.pv.fp32_fma() ? std::nullopt : std::optional(pl.pv_instruction(dv));
+  const int depth = qk ? (d + qk->atom.k - 1) / qk->atom.k * qk->atom.k : d;
+  const int tokens_padded = (N + bq - 1) / bq * bq, keys_padded = (keys + bkv - 1) / bkv * bkv;
+  const float sm = st::softmax_scale_log2(d);
+
+  PlainResult out;
+  out.output.assign(std::size_t(q_in.batch) * q_in.heads * N * dv, 0.0f);
+  out.lse.assign(std::size_t(q_in.batch) * q_in.heads * N, 0.0f);
+  out.q.resize(std::size_t(q_in.batch) * q_in.heads);
+  out.k.resize(std::size_t(q_in.batch) * k_in.heads);
+  out.v.resize(out.k.size());
+
+  for (int b = 0; b < q_in.batch; ++b)
+    for (int g = 0; g < k_in.heads; ++g) {
+      // Transforms (the quantizer's), then means and residuals in this file's own loops.
+      std::vector<MatrixF> qs;
+      for (int h = g * group; h < (g + 1) * group; ++h) qs.push_back(q_in.head(b, h));
+      MatrixF kx = k_in.head(b, g), vx = v_in.head(b, g);
+      if (pl.smoothing.transform == Transform::hadamard) {
+        const quant::RandomHadamard rot(d, pl.smoothing.hadamard_seed);
+        for (MatrixF& x : qs) x = rot.apply(x);
+        kx = rot.apply(kx);
+      } else if (pl.smoothing.transform == Transform::smooth_attn) {
+        MatrixF all(N * group, d);
+        for (int i = 0; i < group; ++i) all.middleRows(i * N, N) = qs[std::size_t(i)];
+        const quant::MigratedQk m = quant::smooth_attn(all, kx, pl.smoothing.smooth_attn_alpha);
+        for (int i = 0; i < group; ++i) qs[std::size_t(i)] = m.q.middleRows(i * N, N);
+        kx = m.k;
+      }
+      QuantizedHead& K = out.k[std::size_t(b) * k_in.heads + g];
+      QuantizedHead& V = out.v[std::size_t(b) * k_in.heads + g];
+      if (pl.smoothing.k) {
+        const MatrixF mean = subtract_means(kx, 0, pl.smoothing.key_mean_chunk);
+        K.mean.assign(mean.data(), mean.data() + mean.size());
+      }
+      if (pl.smoothing.v) {
+        const MatrixF mean = subtract_means(vx, 0, pl.smoothing.key_mean_chunk);
+        V.mean.assign(mean.data(), mean.data() + mean.size());
+      }
+      K.tensor = quant::quantize_reference(zero_padded(kx, keys_padded), pl.quant_spec(Role::k), "K");
+      const bool v_t = block_scaled(pl.v);
+      const MatrixF v_rows = zero_padded(vx, keys_padded);
+      V.tensor = quant::quantize_reference(v_t ? MatrixF(v_rows.transpose()) : v_rows, pl.quant_spec(Role::v), "V");
+      const auto v_code = [&](int key, int c) { return v_t ? V.tensor.codes(c, key) : V.tensor.codes(key, c); };
+      const auto v_scale = [&](int c) {
+        return v_t ? V.tensor.outer_of(c) : V.tensor.scales[std::size_t(V.tensor.group_of(0, c))];
+      };
+
+      for (int i = 0; i < group; ++i) {
+        const int h = g * group + i;
+        MatrixF qx = qs[std::size_t(i)];
+        QuantizedHead& Q = out.q[std::size_t(b) * q_in.heads + h];
+        MatrixF qbar;
+        if (pl.smoothing.q) {
+          qbar = subtract_means(qx, bq, 0);
+          Q.mean.assign(qbar.data(), qbar.data() + qbar.size());
+        }
+        Q.tensor = quant::quantize_reference(zero_padded(qx, tokens_padded), pl.quant_spec(Role::q), "Q");
+
+        for (int row = 0; row < N; ++row) {
+          const int qb = row / bq, last_row = std::min(N, (qb + 1) * bq) - 1;
+          const float q_scale = st::fold_softmax_scale(scale_of_row(Q.tensor, pl.q, row), sm);
+          float m = st::kNegativeInfinity, offset = st::kNegativeInfinity;
+          float lanes[4] = {0, 0, 0, 0};
+          std::vector<float> o(std::size_t(dv), 0.0f);
+          const int blocks = keys_padded / bkv;
+          for (int step = 0; step < blocks; ++step) {
+            const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : blocks - 1 - step;
+            const int first = kb * bkv;
+            if (first >= keys || (causal && first > last_row)) continue;
+            // Scores.
+            std::vector<float> s(static_cast<std::size_t>(bkv));
+            if (!qk) {
+              for (int j = 0; j < bkv; ++j) {
+                float a = 0;
+                for (int c = 0; c < depth; ++c)
+                  a = st::fma_rn(float(decode(formats::fp32, Q.tensor.codes(row, c))),
+                                 float(decode(formats::fp32, K.tensor.codes(first + j, c))), a);
+                s[std::size_t(j)] = st::dequantize_score(a, st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j)));
+              }
+            } else {
+              const MatrixCode a = Q.tensor.codes.middleRows(row, 1);
+              const MatrixCode bt = K.tensor.codes.middleRows(first, bkv).transpose();
+              const MatrixCode zero = MatrixCode::Zero(1, bkv);
+              MatrixCode sa, sb;
+              if (qk->atom.scale) {
+                sa = block_scales(Q.tensor, row, 1, 0, depth);
+                sb = block_scales(K.tensor, first, bkv, 0, depth).transpose();
+              }
+              const MatrixCode dres = mma::gemm(*qk, {a, bt, zero, qk->atom.scale ? &sa : nullptr, qk->atom.scale ? &sb : nullptr});
+              for (int j = 0; j < bkv; ++j) {
+                const float scale = st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j));
+                s[std::size_t(j)] = qk->atom.d == mma::s32
+                                        ? st::dequantize_score(std::int32_t(dres(0, j)), scale)
+                                        : st::dequantize_score(accumulator_float(qk->atom.d, dres(0, j)), scale);
+              }
+            }
+            for (int j = 0; j < bkv; ++j) {
+              const int key = first + j;
+              if (pl.smoothing.q) {
+                float delta = 0;
+                if (key < keys)
+                  for (int c = 0; c < d; ++c) delta = st::fma_rn(qbar(qb, c), kx(key, c), delta);
+                s[std::size_t(j)] = st::add_score_correction(s[std::size_t(j)], delta, sm);
+              }
+              if (key >= keys || (causal && key > row)) s[std::size_t(j)] = st::kNegativeInfinity;
+            }
+            // Online softmax.
+            float m_new = m;
+            for (float x : s) m_new = std::max(m_new, x);
+            const float offset_new = st::row_offset(m_new, pl.p.log2_scale);
+            const float alpha = pl.exponential.rescale(offset, offset_new);
+            std::vector<float> p(static_cast<std::size_t>(bkv));
+            for (int j = 0; j < bkv; ++j) p[std::size_t(j)] = pl.exponential.probability(s[std::size_t(j)], offset_new);
+            for (int lane = 0; lane < 4; ++lane) lanes[lane] = st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
+            m = m_new;
+            offset = offset_new;
+            // P V.
+            if (!pv) {
+              for (int c = 0; c < dv; ++c) {
+                float r = pl.accumulation.mode == Accumulation::in_place ? st::mul_rn(o[std::size_t(c)], alpha) : 0.0f;
+                for (int j = 0; j < bkv; ++j) r = st::fma_rn(p[std::size_t(j)], float(decode(formats::fp32, v_code(first + j, c))), r);
+                o[std::size_t(c)] = pl.accumulation.mode == Accumulation::in_place ? r : st::accumulate_output(o[std::size_t(c)], alpha, r);
+              }
+              continue;
+            }
+            MatrixCode pc(1, bkv), ps;
+            float factor = 1;
+            bool has_factor = false;
+            if (pl.p.scale == PScale::static_exponent) {
+              for (int j = 0; j < bkv; ++j)
+                pc(0, j) = pl.p.format == formats::e4m3
+                               ? st::e4m3_code(p[std::size_t(j)])
+                               : encode(pl.p.format, double(p[std::size_t(j)]), {Rounding::nearest_even, Overflow::saturate});
+            } else {
+              const MatrixF prow = Eigen::Map<const MatrixF>(p.data(), 1, bkv);
+              const quant::QuantizedTensor t = quant::quantize_reference(
+                  prow, pl.p.scale == PScale::two_level ? quant::presets::sage3_p_two_level() : quant::presets::sage3_p_direct(),
+                  "P");
+              pc = t.codes;
+              ps = block_scales(t, 0, 1, 0, bkv);
+              if (pl.p.scale == PScale::two_level) factor = t.outer_of(0), has_factor = true;
+            }
+            if (pl.accumulation.mode == Accumulation::in_place) {
+              MatrixCode c_bits(1, dv);
+              for (int c = 0; c < dv; ++c) c_bits(0, c) = std::bit_cast<std::uint32_t>(st::mul_rn(o[std::size_t(c)], alpha));
+              MatrixCode vb(bkv, dv);
+              for (int j = 0; j < bkv; ++j)
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j, c);
+              const MatrixCode r = mma::gemm(*pv, {pc, vb, c_bits});
+              for (int c = 0; c < dv; ++c) o[std::size_t(c)] = std::bit_cast<float>(r(0, c));
+              continue;
+            }
+            const int interval = pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * pv->atom.k : bkv;
+            for (int j0 = 0; j0 < bkv; j0 += interval) {
+              const int width = std::min(interval, bkv - j0);
+              MatrixCode vb(width, dv);
+              for (int j = 0; j < width; ++j)
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j0 + j, c);
+              const MatrixCode pa = pc.middleCols(j0, width);
+              MatrixCode sa, sb;
+              if (pv->atom.scale) {
+                sa = ps.middleCols(j0 / 16, width / 16);
+                sb = block_scales(V.tensor, 0, dv, first + j0, width).transpose();
+              }
+              const MatrixCode zero = MatrixCode::Zero(1, dv);
+              const MatrixCode r = mma::gemm(*pv, {pa, vb, zero, pv->atom.scale ? &sa : nullptr, pv->atom.scale ? &sb : nullptr});
+              for (int c = 0; c < dv; ++c) {
+                float R = accumulator_float(pv->atom.d, r(0, c));
+                if (has_factor) R = st::mul_rn(R, factor);
+                o[std::size_t(c)] = st::accumulate_output(o[std::size_t(c)], j0 == 0 ? alpha : 1.0f, R);
+              }
+            }
+          }
+          const float l = st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
+          const float inverse = st::inverse_row_sum(l);
+          const std::size_t at = (std::size_t(b) * q_in.heads + h) * N + row;
+          for (int c = 0; c < dv; ++c) {
+            float y = st::normalize_output(o[std::size_t(c)], inverse, v_scale(c));
+            if (pl.smoothing.v) y = st::add_value_mean(y, V.mean[std::size_t(c)]);
+            out.output[at * dv + c] = y;
+          }
+          float bias = 0.0f;  // the row bias K smoothing removed
+          if (pl.smoothing.k)
+            bias = st::smoothing_bias([&](int c) { return qs[std::size_t(i)](row, c); }, K.mean.data(), d, sm);
+          out.lse[at] = pl.exponential.log_sum_exp(offset, l, bias);
+        }
+      }
+    }
+  out.output_codes.resize(out.output.size());
+  for (std::size_t i = 0; i < out.output.size(); ++i)
+    out.output_codes[i] = encode(pl.output, double(out.output[i]), {Rounding::nearest_even, Overflow::inf});
+  return out;
+}
+
+}  // namespace lowbit::test

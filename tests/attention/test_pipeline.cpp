@@ -1,0 +1,237 @@
+// The tiled forward pass against the plain one (plain_attention.hpp), bit for bit, for every preset
+// on small shapes: GQA, ragged blocks, causal and not, more queries than keys; the sage2-8b
+// preset against its recipe; the stages' names and errors.
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "emulation/attention/pipeline.hpp"
+#include "emulation/mma/gemm.hpp"
+#include "tests/attention/plain_attention.hpp"
+
+using namespace lowbit;
+using namespace lowbit::attention;
+
+namespace {
+
+// Channel biases (what smoothing removes) plus noise, rounded to fp16 as a model's tensors are.
+Tensor4 random_tensor(int batch, int heads, int tokens, int dim, std::uint64_t seed, double bias = 2.0) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  Tensor4 t(batch, heads, tokens, dim);
+  std::vector<double> channel(static_cast<std::size_t>(dim));
+  for (double& c : channel) c = bias * normal(rng);
+  for (std::size_t i = 0; i < t.size(); ++i)
+    t.values[i] = float(_Float16(channel[i % std::size_t(dim)] + normal(rng)));
+  return t;
+}
+
+std::uint32_t bits(float x) { return std::bit_cast<std::uint32_t>(x); }
+
+// Counts of differing elements between the tiled and the plain results, per stage.
+struct Mismatches {
+  std::size_t output = 0, lse = 0, rounded = 0, q_codes = 0, q_scales = 0, k_codes = 0, k_scales = 0, v_codes = 0,
+              v_scales = 0, means = 0;
+};
+
+std::size_t differ(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return std::max(a.size(), b.size());
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) n += bits(a[i]) != bits(b[i]);
+  return n;
+}
+
+void compare_heads(const std::vector<QuantizedHead>& a, const std::vector<QuantizedHead>& b, std::size_t& codes,
+                   std::size_t& scales, std::size_t& means) {
+  REQUIRE(a.size() == b.size());
+  for (std::size_t h = 0; h < a.size(); ++h) {
+    const auto& x = a[h].tensor;
+    const auto& y = b[h].tensor;
+    REQUIRE(x.codes.rows() == y.codes.rows());
+    REQUIRE(x.codes.cols() == y.codes.cols());
+    codes += std::size_t((x.codes.array() != y.codes.array()).count());
+    scales += x.scale_codes != y.scale_codes || differ(x.scales, y.scales) || differ(x.outer_scales, y.outer_scales);
+    means += differ(a[h].mean, b[h].mean);
+  }
+}
+
+Mismatches compare(const ForwardResult& r, const test::PlainResult& p) {
+  Mismatches m;
+  m.output = differ(r.output, p.output);
+  m.lse = differ(r.lse, p.lse);
+  m.rounded = r.output_codes == p.output_codes ? 0 : std::max<std::size_t>(1, r.output_codes.size());
+  compare_heads(r.q, p.q, m.q_codes, m.q_scales, m.means);
+  compare_heads(r.k, p.k, m.k_codes, m.k_scales, m.means);
+  compare_heads(r.v, p.v, m.v_codes, m.v_scales, m.means);
+  return m;
+}
+
+void require_identical(const Mismatches& m) {
+  CHECK(m.output == 0);
+  CHECK(m.lse == 0);
+  CHECK(m.rounded == 0);
+  CHECK(m.q_codes == 0);
+  CHECK(m.q_scales == 0);
+  CHECK(m.k_codes == 0);
+  CHECK(m.k_scales == 0);
+  CHECK(m.v_codes == 0);
+  CHECK(m.v_scales == 0);
+  CHECK(m.means == 0);
+}
+
+struct Shape {
+  int batch, heads, kv_heads, tokens, keys, dim;
+};
+
+void differential(const Pipeline& pipeline, const Shape& s, bool causal, std::uint64_t seed) {
+  INFO("preset " << pipeline.name << ", shape [" << s.batch << ", " << s.heads << "/" << s.kv_heads << ", " << s.tokens
+                 << " x " << s.keys << ", " << s.dim << "], causal " << causal);
+  const Tensor4 q = random_tensor(s.batch, s.heads, s.tokens, s.dim, seed, 0.5);
+  const Tensor4 k = random_tensor(s.batch, s.kv_heads, s.keys, s.dim, seed + 1, 3.0);
+  const Tensor4 v = random_tensor(s.batch, s.kv_heads, s.keys, s.dim, seed + 2, 2.0);
+  const ForwardResult r = forward(pipeline, q, k, v, {.causal = causal, .threads = 2});
+  const test::PlainResult p = test::plain_forward(pipeline, q, k, v, causal);
+  require_identical(compare(r, p));
+  // Not a vacuous agreement: the output is finite and not all zero.
+  std::size_t finite = 0, nonzero = 0;
+  for (float x : r.output) finite += std::isfinite(x), nonzero += x != 0;
+  CHECK(finite == r.output.size());
+  CHECK(nonzero > r.output.size() / 2);
+}
+
+}  // namespace
+
+TEST_CASE("every preset: the tiled forward equals the plain row-by-row one bit for bit", "[attention][differential]") {
+  // GQA (4 Q heads on 2 KV heads), two batches, ragged last blocks, head dim 64.
+  for (const auto& info : preset_list()) {
+    const Pipeline p = preset(info.name, 64);
+    if (!test::plain_supports(p)) {
+      WARN("skipped: " << info.name << " (the plain implementation has no per-block P scale)");
+      continue;
+    }
+    for (bool causal : {false, true}) differential(p, {2, 4, 2, 200, 200, 64}, causal, 11);
+  }
+}
+
+TEST_CASE("ragged shapes: head dims padded to the instruction's k, more queries than keys, descending KV order",
+          "[attention][differential]") {
+  // d = 80 pads to 96 (k32) or 128 (k64); 150 keys for 200 queries; Hadamard needs a power of two.
+  for (const auto& info : preset_list()) {
+    if (info.name == std::string_view("hadamard")) continue;
+    Pipeline p = preset(info.name, 80);
+    differential(p, {1, 2, 1, 200, 150, 80}, true, 21);
+    differential(p, {1, 2, 2, 70, 150, 80}, false, 22);
+    REQUIRE_FALSE(set_stage(p, "kv-order=descending"));
+    differential(p, {1, 2, 1, 200, 150, 80}, true, 23);
+  }
+  Pipeline h = preset("hadamard", 128);
+  differential(h, {1, 2, 1, 130, 150, 128}, true, 24);
+}
+
+TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granularities and exponentials", "[attention][differential]") {
+  const std::vector<std::pair<const char*, std::vector<const char*>>> variants{
+      {"sage2-8b", {"accumulation=two-level:1"}},
+      {"sage2-8b", {"accumulation=two-level:2", "smooth-v=on", "smooth-q=on"}},
+      {"sage2-8b", {"q=int8:per-warp", "k=int8:per-token", "exp2=poly6", "key-mean-chunk=0"}},
+      {"sage2-8b", {"q=int8:per-block", "k=int8:per-tensor", "exp2=exact", "block-q=64"}},
+      {"sage2-8b", {"v=e4m3:per-tensor", "p=e4m3:256", "accumulation=in-place"}},
+      {"sage2-4b", {"smooth-v=on", "accumulation=two-level:1"}},
+      {"fa2-fp16", {"accumulation=two-level:0", "exp2=poly5"}},
+      {"fp32", {"accumulation=two-level", "block-kv=32"}},
+      {"sage3", {"p=e2m1:microscale"}},
+      {"fa3-fp8", {"v=e4m3:per-channel", "accumulation=two-level:2", "p=e4m3:448"}},
+      {"smoothattn", {"transform=smoothattn:0.3", "smooth-k=on"}},
+  };
+  for (const auto& [name, sets] : variants) {
+    Pipeline p = preset(name, 64);
+    for (const char* s : sets) {
+      INFO(s);
+      REQUIRE_FALSE(set_stage(p, s));
+    }
+    differential(p, {1, 4, 1, 190, 190, 64}, true, 31);
+  }
+}
+
+TEST_CASE("sage2-8b reads the Hopper recipe: tiling, thread groups, K mean chunks, exp2, P's scale", "[attention][sage2-8b]") {
+  for (int d : {64, 128}) {
+    const Sage2HopperRecipe r = sage2_8b_hopper(d);
+    const Pipeline p = preset("sage2-8b", d);
+    REQUIRE_FALSE(p.validate(d, d));
+    CHECK(p.tiling.block_q == r.block_q);
+    CHECK(p.tiling.block_kv == r.block_kv);
+    CHECK(p.tiling.warps == r.consumer_warps);
+    CHECK(p.tiling.kv_order == r.kv_order);
+    CHECK(p.smoothing.key_mean_chunk == r.key_mean_chunk);
+    CHECK(p.exponential.exact == false);
+    CHECK(p.exponential.poly.degree == r.exp2.degree);
+    CHECK(std::memcmp(p.exponential.poly.c, r.exp2.c, sizeof r.exp2.c) == 0);
+    CHECK(bits(p.p.log2_scale) == bits(r.p_log2_scale));
+    // The per-thread groups the pipeline quantizes with are the recipe's tiling's.
+    const quant::ThreadTiling mine = p.qk_tiling(), recipe = r.qk_tiling();
+    for (auto scope : {quant::GroupScope::thread, quant::GroupScope::warp}) {
+      const quant::QkGroups a = quant::derive_groups(mine, scope), b = quant::derive_groups(recipe, scope);
+      CHECK(a.q.count == b.q.count);
+      CHECK(a.k.count == b.k.count);
+      CHECK(a.q.group_of_row == b.q.group_of_row);
+      CHECK(a.k.group_of_row == b.k.group_of_row);
+    }
+    CHECK(p.quant_spec(Role::q).grouping.row_group_of == quant::grouping::per_thread(recipe, quant::Operand::q).row_group_of);
+    CHECK(p.quant_spec(Role::k).grouping.row_group_of == quant::grouping::per_thread(recipe, quant::Operand::k).row_group_of);
+    // Its instructions are the recorded Hopper ones.
+    CHECK(p.qk_instruction().atom.name == "wgmma.mma_async.sync.aligned.m" + std::to_string(64) + "n" +
+                                              std::to_string(r.block_kv) + "k32.s32.s8.s8");
+    CHECK(p.pv_instruction(d).atom.name ==
+          "wgmma.mma_async.sync.aligned.m64n" + std::to_string(d) + "k32.f32.e4m3.e4m3");
+    CHECK(p.pv_instruction(d).model.fused.rounding == mma::OutputRounding::rz_e8m13);
+  }
+}
+
+TEST_CASE("sage2-8b stages hold what the contract says: K mean, INT8 codes, P at 448, LSE", "[attention][sage2-8b]") {
+  const int d = 64, n = 300;
+  const Tensor4 q = random_tensor(1, 1, n, d, 41, 0.5), k = random_tensor(1, 1, n, d, 42, 3.0),
+                v = random_tensor(1, 1, n, d, 43, 2.0);
+  const Pipeline p = preset("sage2-8b", d);
+  const ForwardResult r = forward(p, q, k, v);
+  // The K mean: double sums over runs of key_mean_chunk keys, added in order, rounded once.
+  const int chunk = sage2_8b_hopper(d).key_mean_chunk;
+  REQUIRE(r.k[0].mean.size() == std::size_t(d));
+  for (int c = 0; c < d; ++c) {
+    double sum = 0;
+    for (int start = 0; start < n; start += chunk) {
+      double part = 0;
+      for (int t = start; t < std::min(n, start + chunk); ++t) part += k.row(0, 0, t)[c];
+      sum += part;
+    }
+    CHECK(bits(r.k[0].mean[std::size_t(c)]) == bits(float(sum / n)));
+  }
+  // Q, K codes are INT8 within [-127, 127], K's padded keys zero; V's scales amax / 448 per channel.
+  const auto& kc = r.k[0].tensor;
+  CHECK(kc.codes.rows() == 384);  // 300 keys in blocks of 128
+  CHECK((kc.codes.bottomRows(84).array() == 0).all());
+  for (int c = 0; c < d; ++c) {
+    float amax = 0;
+    for (int t = 0; t < n; ++t) amax = std::max(amax, std::fabs(v.row(0, 0, t)[c]));
+    CHECK(r.v[0].tensor.scales[std::size_t(c)] == amax / 448.0f);
+  }
+  // The LSE is ln(sum_j exp(q.k_j / sqrt(d))) (K smoothed: the row bias q.kbar / sqrt(d) put back) up
+  // to the quantization: within 0.02 of float64's.
+  double worst = 0;
+  for (int i = 0; i < n; ++i) {
+    double m = -1e300;
+    std::vector<double> s(static_cast<std::size_t>(n));
+    for (int j = 0; j < n; ++j) {
+      double dot = 0;
+      for (int c = 0; c < d; ++c)
+        dot += double(q.row(0, 0, i)[c]) * double(k.row(0, 0, j)[c]);
+      s[std::size_t(j)] = dot / std::sqrt(double(d));
+      m = std::max(m, s[std::size_t(j)]);
+    }
+    double sum = 0;
+    for (double x : s) sum += std::exp(x - m);
+    worst = std::max(worst, std::fabs(double(r.lse[std::size_t(i)]) - (m + std::log(sum))));
+  }
+  CHECK(worst < 0.02);
+}
