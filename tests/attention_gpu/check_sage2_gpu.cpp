@@ -1,15 +1,17 @@
-// check_sage2_gpu: the sage2-8b kernels on the GPU against the CPU model, every bit.
+// check_sage2_gpu: the sage2-8b kernels on the GPU against the emulated sage2-8b pipeline, every bit.
 //
 // For each configuration (head dim, causal, tokens, heads, batch, dtype, layout, data): inputs
 // drawn on the host (numerics/synthetic), the GPU's quantization and attention through the host
-// API, the model's (sage2_model.hpp) on the same codes; compared element by element: output
+// API, the emulator's (attention::forward with the preset sage2-8b, laid out as the kernels' buffers
+// by sage2_emulated.hpp) on the same codes; compared element by element: output
 // codes, LSE bits, and every quantized buffer (Q/K/V codes, scales, K mean). Writes summary.json
 // (one entry per configuration) with provenance, and, for configurations that differ, their
 // inputs as .npy. Exit 0: all equal; 1: mismatches; 77: no GPU.
 //
 // --configs bench: the configurations of bench_attention (batch 4, 32 heads, N = 1K .. 32K, d 64
 // and 128, causal and not) on its very inputs (made on the GPU from the same seeds); the output
-// and LSE rows of head (0, 0) in four Q blocks (first, last, two between) against the model.
+// and LSE rows of head (0, 0) in four Q blocks against the emulator (non-causal: the first, the last
+// and two between; causal: the first four, a prefix, as the causal mask needs absolute indices).
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -31,7 +33,7 @@
 #include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
-#include "tests/attention_gpu/sage2_model.hpp"
+#include "tests/attention_gpu/sage2_emulated.hpp"
 
 namespace {
 
@@ -167,14 +169,14 @@ struct Comparison {
 };
 
 template <class T>
-Comparison compare(const std::vector<T>& gpu, const std::vector<T>& model) {
+Comparison compare(const std::vector<T>& gpu, const std::vector<T>& emulated) {
   Comparison c;
-  if (gpu.size() != model.size()) throw std::logic_error("compare: sizes differ");
+  if (gpu.size() != emulated.size()) throw std::logic_error("compare: sizes differ");
   c.compared = gpu.size();
   for (std::size_t i = 0; i < gpu.size(); ++i)
-    if (bits(gpu[i]) != bits(model[i])) {
+    if (bits(gpu[i]) != bits(emulated[i])) {
       if (c.mismatches++ < 5)
-        c.first.push_back({{"index", i}, {"gpu", bits(gpu[i])}, {"model", bits(model[i])}});
+        c.first.push_back({{"index", i}, {"gpu", bits(gpu[i])}, {"emulated", bits(emulated[i])}});
     }
   return c;
 }
@@ -245,22 +247,25 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, std::uint64
   for (void* b : {q, k, v, out, static_cast<void*>(lse)}) cudaFree(b);
   Sage2Problem one = p;
   one.batch = one.heads_q = one.heads_kv = 1;
-  const int q_blocks = one.padded_q() / one.recipe().block_q;
-  std::vector<int> blocks{0, q_blocks / 3, 2 * q_blocks / 3, q_blocks - 1};
+  const int block_q = one.recipe().block_q, q_blocks = one.padded_q() / block_q;
+  std::vector<int> blocks{0, 1, 2, 3};
+  if (!causal) blocks = {0, q_blocks / 3, 2 * q_blocks / 3, q_blocks - 1};
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  const auto m = lowbit::test::sage2_model(one, hq, hk, hv, blocks);
-  std::uint64_t compared = 0, mismatches = 0, lse_compared = 0, lse_mismatches = 0;
+  std::vector<int> rows;
   for (int qb : blocks)
-    for (int t = qb * one.recipe().block_q; t < std::min(n, (qb + 1) * one.recipe().block_q); ++t) {
-      for (int c = 0; c < d; ++c) {
-        const std::size_t i = std::size_t(t) * std::size_t(d) + std::size_t(c);
-        ++compared;
-        mismatches += hout[i] != m.out[i];
-      }
-      ++lse_compared;
-      lse_mismatches += bits(hlse[std::size_t(t)]) != bits(m.lse[std::size_t(t)]);
+    for (int t = qb * block_q; t < std::min(n, (qb + 1) * block_q); ++t) rows.push_back(t);
+  const auto m = lowbit::test::emulate_sage2_rows(one, hq, hk, hv, rows);
+  std::uint64_t compared = 0, mismatches = 0, lse_compared = 0, lse_mismatches = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const std::size_t t = std::size_t(rows[r]);
+    for (int c = 0; c < d; ++c) {
+      ++compared;
+      mismatches += hout[t * std::size_t(d) + std::size_t(c)] != m.out[r * std::size_t(d) + std::size_t(c)];
     }
+    ++lse_compared;
+    lse_mismatches += bits(hlse[t]) != bits(m.lse[r]);
+  }
   total_mismatches += mismatches + lse_mismatches;
   nlohmann::ordered_json blocks_json = blocks;
   return {{"name", "bench-d" + std::to_string(d) + (causal ? "-causal" : "") + "-n" + std::to_string(n)},
@@ -294,8 +299,10 @@ int run(const Args& args) {
   // summary.json, rewritten after every configuration (a run cut short keeps what it checked).
   const auto write_summary = [&] {
     nlohmann::ordered_json doc;
-    doc["what"] = "sage2-8b kernels on the GPU vs the CPU model, bit for bit: output codes, LSE, quantized Q/K/V";
-    doc["reference"] = "tests/attention_gpu/sage2_model.cpp (interim CPU model: quant::quantize, mma::gemm, kernel_steps.hpp)";
+    doc["what"] = "sage2-8b kernels on the GPU vs the emulated sage2-8b pipeline, bit for bit: output codes, LSE, "
+                  "quantized Q/K/V";
+    doc["reference"] = "attention::forward(preset(\"sage2-8b\", d)), output in the inputs' format "
+                       "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.only.empty() ? "" : " --only " + args.only);
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
@@ -304,7 +311,7 @@ int run(const Args& args) {
     std::ofstream(out / "summary.json") << doc.dump(2) << "\n";
   };
   std::printf("%-52s %12s %10s %8s %8s %9s %7s %7s\n", "configuration", "outputs", "mismatch", "lse", "quant", "gpu s",
-              "model s", "");
+              "emul s", "");
   if (args.set == "bench") {
     for (int d : {64, 128})
       for (bool causal : {false, true})
@@ -329,7 +336,7 @@ int run(const Args& args) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto g = lowbit::kernels::attention::sage2_attention_host(p, in.q, in.k, in.v, true);
     const auto t1 = std::chrono::steady_clock::now();
-    const auto m = lowbit::test::sage2_model(p, in.q, in.k, in.v);
+    const auto m = lowbit::test::emulate_sage2(p, in.q, in.k, in.v);
     const auto t2 = std::chrono::steady_clock::now();
     const Comparison out_cmp = compare(g.out, m.out), lse_cmp = compare(g.lse, m.lse);
     nlohmann::ordered_json quantized;
@@ -348,11 +355,11 @@ int run(const Args& args) {
     add("v_scales", compare(g.quantized.v_scales, m.quantized.v_scales));
     const std::uint64_t mismatches = out_cmp.mismatches + lse_cmp.mismatches + quant_mismatches;
     total_mismatches += mismatches;
-    const double gpu_s = std::chrono::duration<double>(t1 - t0).count(), model_s = std::chrono::duration<double>(t2 - t1).count();
+    const double gpu_s = std::chrono::duration<double>(t1 - t0).count(), emulated_s = std::chrono::duration<double>(t2 - t1).count();
     std::printf("%-52s %12llu %10llu %8llu %8llu %9.2f %7.1f %7s\n", name.c_str(),
                 static_cast<unsigned long long>(out_cmp.compared), static_cast<unsigned long long>(out_cmp.mismatches),
                 static_cast<unsigned long long>(lse_cmp.mismatches), static_cast<unsigned long long>(quant_mismatches), gpu_s,
-                model_s, mismatches ? "DIFFER" : "equal");
+                emulated_s, mismatches ? "DIFFER" : "equal");
     std::fflush(stdout);
     nlohmann::ordered_json e{{"name", name},
                              {"d", p.head_dim},
@@ -384,7 +391,7 @@ int run(const Args& args) {
       write_tensor(dir / "k.npy", p, in.k, p.heads_kv);
       write_tensor(dir / "v.npy", p, in.v, p.heads_kv);
       write_tensor(dir / "out_gpu.npy", p, g.out, p.heads_q);
-      if (keep_failing) write_tensor(dir / "out_model.npy", p, m.out, p.heads_q);
+      if (keep_failing) write_tensor(dir / "out_emulated.npy", p, m.out, p.heads_q);
       std::ofstream(dir / "config.json") << e.dump(2) << "\n";
     }
   }

@@ -1,6 +1,7 @@
 // The sage2-8b kernels' host side without a GPU: problem validation and its messages, refusal of
 // bad tensors before any CUDA call, the P fragment map the kernel and the V layout share, the
-// shared-memory layout, and the interim CPU model against float64 attention.
+// shared-memory layout, and the emulated sage2-8b (as the GPU check lays it out) against float64
+// attention.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -14,7 +15,7 @@
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
 #include "numerics/synthetic.hpp"
-#include "tests/attention_gpu/sage2_model.hpp"
+#include "tests/attention_gpu/sage2_emulated.hpp"
 
 using namespace lowbit;
 using kernels::attention::DType;
@@ -100,7 +101,7 @@ TEST_CASE("sm90 K-major layout: consecutive 16-byte pieces land on consecutive s
   }
 }
 
-TEST_CASE("sage2 CPU model: close to float64 attention, causal and not, GQA") {
+TEST_CASE("sage2 emulated, in the kernels' layout: close to float64 attention, causal and not, GQA") {
   for (bool causal : {false, true}) {
     Sage2Problem p;
     p.head_dim = 64;
@@ -122,7 +123,7 @@ TEST_CASE("sage2 CPU model: close to float64 attention, causal and not, GQA") {
     for (int h = 0; h < 2; ++h) put(q, data.q[std::size_t(h)], h, 2);
     put(k, data.k[0], 0, 1);
     put(v, data.v[0], 0, 1);
-    const auto result = test::sage2_model(p, q, k, v);
+    const auto result = test::emulate_sage2(p, q, k, v);
     for (int h = 0; h < 2; ++h) {
       const auto decoded = [&](const std::vector<std::uint16_t>& x, int head, int heads) {
         MatrixD m(p.tokens, p.head_dim);
