@@ -39,7 +39,8 @@ if want exp2; then
 fi
 if want check; then
   log "check_sage2_gpu --configs full"
-  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
+  real=(); [[ -d real-data/smollm2-135m ]] && real=(--real real-data/smollm2-135m)  # captured activations, if carried
+  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full "${real[@]}" --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
   archive
 fi
 if want sanitize; then

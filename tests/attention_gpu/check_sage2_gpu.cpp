@@ -43,7 +43,7 @@ using lowbit::kernels::attention::Sage2Problem;
 
 struct Config {
   Sage2Problem problem;
-  std::string data = "synthetic";  // synthetic | outliers
+  std::string data = "synthetic";  // synthetic | outliers | real:<path prefix of the q/k/v .npy files>
   std::uint64_t seed = 1;
   bool export_accuracy = false;  // write inputs and output as .npy for the SDPA comparison
 };
@@ -51,11 +51,19 @@ struct Config {
 std::string dtype_name(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
 std::string layout_name(Layout l) { return l == Layout::bhnd ? "bhnd" : "bnhd"; }
 
+// "synthetic", "outliers", or "real-<file prefix>" for captured activations.
+std::string data_label(const Config& c) {
+  if (c.data.rfind("real:", 0) != 0) return c.data;
+  std::string prefix = c.data.substr(c.data.find_last_of('/') + 1);
+  if (!prefix.empty() && prefix.back() == '_') prefix.pop_back();
+  return "real-" + prefix;
+}
+
 std::string config_name(const Config& c) {
   const Sage2Problem& p = c.problem;
   return "d" + std::to_string(p.head_dim) + (p.causal ? "-causal" : "") + "-n" + std::to_string(p.tokens) + "-b" +
          std::to_string(p.batch) + "-hq" + std::to_string(p.heads_q) + "-hkv" + std::to_string(p.heads_kv) + "-" +
-         dtype_name(p.dtype) + "-" + layout_name(p.layout) + "-" + c.data;
+         dtype_name(p.dtype) + "-" + layout_name(p.layout) + "-" + data_label(c);
 }
 
 Config make(int d, bool causal, int n, int batch, int hq, int hkv, DType dtype, Layout layout, std::string data,
@@ -119,6 +127,25 @@ struct Inputs {
   std::vector<std::uint16_t> q, k, v;
 };
 
+// Captured activations (experiments/data of branch real-data): <prefix>q.npy, k.npy, v.npy, each
+// [1, heads, tokens, d] float16, read exactly.
+std::vector<Config> real_configs(const std::string& dir) {
+  std::vector<Config> all;
+  for (const char* layer : {"layer00", "layer10", "layer20", "layer29"}) {
+    const std::string prefix = dir + "/" + layer + "_";
+    const lowbit::NpyArray q = lowbit::read_npy(prefix + "q.npy"), k = lowbit::read_npy(prefix + "k.npy");
+    if (q.shape.size() != 4 || k.shape.size() != 4 || q.shape[0] != 1 || k.shape[0] != 1)
+      throw std::invalid_argument(prefix + "q.npy / k.npy: expected [1, heads, tokens, d]");
+    for (bool causal : {true, false}) {
+      Config c = make(int(q.shape[3]), causal, int(q.shape[2]), 1, int(q.shape[1]), int(k.shape[1]), DType::fp16,
+                      Layout::bhnd, "real:" + prefix, 0);
+      c.export_accuracy = causal;  // the model's own mask
+      all.push_back(c);
+    }
+  }
+  return all;
+}
+
 Inputs make_inputs(const Config& c) {
   const Sage2Problem& p = c.problem;
   const lowbit::Format& f = p.dtype == DType::fp16 ? lowbit::formats::fp16 : lowbit::formats::bf16;
@@ -126,6 +153,16 @@ Inputs make_inputs(const Config& c) {
   in.q.resize(p.elements(p.heads_q));
   in.k.resize(p.elements(p.heads_kv));
   in.v.resize(p.elements(p.heads_kv));
+  if (c.data.rfind("real:", 0) == 0) {
+    const std::string prefix = c.data.substr(5);
+    for (auto [dst, name] : {std::pair{&in.q, "q"}, std::pair{&in.k, "k"}, std::pair{&in.v, "v"}}) {
+      const lowbit::NpyArray a = lowbit::read_npy(prefix + name + ".npy");
+      if (a.dtype != "<f2" || a.data.size() != dst->size())
+        throw std::invalid_argument(prefix + name + ".npy: expected float16 of " + std::to_string(dst->size()) + " values");
+      for (std::size_t i = 0; i < a.data.size(); ++i) (*dst)[i] = std::uint16_t(lowbit::encode(f, a.data[i]));  // exact
+    }
+    return in;
+  }
   for (int b = 0; b < p.batch; ++b) {
     lowbit::SyntheticAttentionSpec spec;
     spec.heads = std::max(p.heads_q, p.heads_kv);
@@ -280,6 +317,7 @@ struct Args {
   std::string set = "quick";
   std::string out = "build/results/attention-gpu";
   std::string only;
+  std::string real;  // a folder of captured activations: adds their configurations
 };
 
 int run(const Args& args) {
@@ -303,7 +341,8 @@ int run(const Args& args) {
                   "quantized Q/K/V";
     doc["reference"] = "attention::forward(preset(\"sage2-8b\", d)), output in the inputs' format "
                        "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
-    doc["command"] = "check_sage2_gpu --configs " + args.set + (args.only.empty() ? "" : " --only " + args.only);
+    doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
+                     (args.only.empty() ? "" : " --only " + args.only);
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
     doc["total_mismatches"] = total_mismatches;
@@ -328,7 +367,12 @@ int run(const Args& args) {
           write_summary();
         }
   }
-  for (const Config& c : args.set == "bench" ? std::vector<Config>{} : configs(args.set)) {
+  std::vector<Config> list = args.set == "bench" ? std::vector<Config>{} : configs(args.set);
+  if (!args.real.empty()) {
+    const std::vector<Config> real = real_configs(args.real);
+    list.insert(list.begin(), real.begin(), real.end());
+  }
+  for (const Config& c : list) {
     const std::string name = config_name(c);
     if (!args.only.empty() && name.find(args.only) == std::string::npos) continue;
     const Sage2Problem& p = c.problem;
@@ -370,7 +414,7 @@ int run(const Args& args) {
                              {"heads_kv", p.heads_kv},
                              {"dtype", dtype_name(p.dtype)},
                              {"layout", layout_name(p.layout)},
-                             {"data", c.data},
+                             {"data", data_label(c)},
                              {"seed", c.seed},
                              {"outputs_compared", out_cmp.compared},
                              {"mismatches", out_cmp.mismatches},
@@ -415,8 +459,10 @@ int main(int argc, char** argv) {
       if (a == "--configs") args.set = value();
       else if (a == "--out") args.out = value();
       else if (a == "--only") args.only = value();
+      else if (a == "--real") args.real = value();
       else if (a == "--help") {
-        std::cout << "check_sage2_gpu [--configs quick|full|bench] [--only SUBSTRING] [--out DIR]\n";
+        std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--out DIR]\n"
+                     "  --real DIR: also check the captured activations DIR/layerNN_{q,k,v}.npy (layers 00, 10, 20, 29)\n";
         return 0;
       } else throw std::invalid_argument("unknown option '" + a + "'");
     } catch (const std::exception& e) {
