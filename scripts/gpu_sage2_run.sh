@@ -4,14 +4,15 @@
 # Compute. Runs from the repository root with binaries built beforehand in build/ (carried), or
 # builds them (CMake, sm_90a) when they do not run. Everything lands in $OUT/sage2-results.tar.gz
 # (the tool brings back few files); the short tables go to stdout.
-#   STEPS="exp2 check sanitize accuracy sass bench checkbench ncu" (default: all) selects steps.
+#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench ncu" (default: all) selects steps;
+#   quick (a smoke test) failing or hanging stops the run.
 set -uo pipefail
 #   DEADLINE=seconds (default 540): a step that would start later than this is skipped, so the
 #   archive is written before the tool's 10-minute limit.
 OUT=${OUT:-build/results/gpu-run}
 R=${WORK:-/tmp}/sage2
 mkdir -p "$R" "$OUT"
-steps=${STEPS:-"exp2 check sanitize accuracy sass bench checkbench ncu"}
+steps=${STEPS:-"quick exp2 check sanitize accuracy sass bench checkbench ncu"}
 deadline=${DEADLINE:-540}
 want() {
   [[ " $steps " == *" $1 "* ]] || return 1
@@ -32,6 +33,14 @@ if ! "$B/experiments/lowbit" --help > /dev/null 2>&1; then
 fi
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || echo unknown)}
 
+if want quick; then
+  log "check_sage2_gpu --configs quick (smoke test)"
+  if ! timeout 90 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick --out "$R/check-quick" 2>&1 | tee "$R/check-quick.log"; then
+    log "the smoke test failed: stopping"
+    exit 1
+  fi
+  archive
+fi
 if want exp2; then
   log "verify-exp2 (all 2^32 inputs)"
   timeout 180 "$B/experiments/lowbit" verify-exp2 --output "$R/exp2.json" 2>&1 | tee "$R/exp2.log"

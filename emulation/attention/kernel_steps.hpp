@@ -102,7 +102,10 @@ inline constexpr float kExp2Lowest = -125.0f;
 // result 2^j p(f) < 2^127.5 stays finite.
 inline constexpr float kExp2Highest = 0x1.fdfffep+6f;  // 127.49999
 
-LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
+// The polynomial for x <= kExp2Highest, -inf included (x < -125 gives +0): what the softmax
+// evaluates, whose arguments are a score minus the row offset (at most p_log2_scale) or an old
+// offset minus a new one (at most 0). Above kExp2Highest, and for NaN, its value is unspecified.
+LOWBIT_HD inline float poly_exp2_up_to_highest(float x, const Exp2Poly& poly = exp2_degree5()) {
   constexpr float kRound = 0x1.8p23f;  // x + 1.5 * 2^23 rounds x to an integer (|x| < 2^22)
   const float shifted = add_rn(x, kRound);
   const float j = sub_rn(shifted, kRound);
@@ -119,9 +122,14 @@ LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5())
   }
   p = fma_rn(p, f, 1.0f);
   const float in_range = bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+  return x < kExp2Lowest ? 0.0f : in_range;
+}
+
+// exp2 on every float: the polynomial, +inf above kExp2Highest (and for +Inf), NaN kept.
+LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
+  const float below = poly_exp2_up_to_highest(x, poly);
   const float above = x > 0.0f ? __builtin_huge_valf() : x;  // +inf, or x itself when x is NaN
-  const float upper = x <= kExp2Highest ? in_range : above;
-  return x < kExp2Lowest ? 0.0f : upper;
+  return x <= kExp2Highest ? below : above;
 }
 
 // ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------
@@ -181,13 +189,14 @@ LOWBIT_HD inline float usable_max(float m) { return m == kNegativeInfinity ? 0.0
 // The offset subtracted from every score of the row: m_use = usable_max(m) - p_log2_scale.
 LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(usable_max(m), p_log2_scale); }
 
+// (score - offset <= p_log2_scale: the polynomial without poly_exp2's upper-range selects.)
 LOWBIT_HD inline float probability(float score, float offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2(sub_rn(score, offset), poly);
+  return poly_exp2_up_to_highest(sub_rn(score, offset), poly);
 }
 // alpha: the factor that rescales l and o when the row offset moves from old to new
 // (exp2(-inf) = 0 on the first block: old_offset is -inf there).
 LOWBIT_HD inline float rescale(float old_offset, float new_offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2(sub_rn(old_offset, new_offset), poly);
+  return poly_exp2_up_to_highest(sub_rn(old_offset, new_offset), poly);
 }
 
 // The sum of n values (n a power of two) as a balanced tree over their order: adjacent pairs

@@ -30,9 +30,10 @@ enum class KvOrder : std::uint8_t { ascending, descending };
 
 struct Sage2HopperRecipe {
   int head_dim = 128;
-  int block_q = 64;          // queries per thread block (one warpgroup; two blocks share an SM)
+  int block_q = 128;         // queries per thread block
   int block_kv = 128;        // keys per KV block (the P·V K loop: block_kv / 32 wgmma k32 steps)
-  int consumer_warps = 4;    // warps that run the math: one warpgroup of 64 query rows
+  int consumer_warps = 8;    // warps that run the math: two warpgroups of 64 query rows each (a third
+                             // warpgroup loads K and V for both)
   KvOrder kv_order = KvOrder::ascending;
   int key_mean_chunk = 128;  // tokens per double partial sum of the K mean
   steps::Exp2Poly exp2 = steps::exp2_degree5();  // the exponential the kernel runs

@@ -18,6 +18,7 @@
 #include "kernels/sm90/copy.cuh"
 #include "kernels/sm90/fragment.hpp"
 #include "kernels/sm90/smem_layout.hpp"
+#include "kernels/sm90/sync.cuh"
 #include "kernels/sm90/wgmma.cuh"
 
 namespace lowbit::kernels::attention::detail {
@@ -29,8 +30,10 @@ using lowbit::attention::Sage2HopperRecipe;
 using lowbit::attention::sage2_8b_hopper;
 using sm90::KMajorLayout;
 
-constexpr int kThreads = 256;           // threads of the quantization kernel
-constexpr int kAttentionThreads = 128;  // the attention kernel: one consumer warpgroup (the recipe's)
+constexpr int kThreads = 256;  // threads of the quantization kernel
+// The attention kernel: a producer warpgroup (loads) and the recipe's consumer warpgroups (math).
+constexpr int kProducerThreads = 128;
+constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // setmaxnreg: 128 x 40 + 256 x 232 <= 64K
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
 
@@ -234,40 +237,50 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 }
 
 // ---- attention -----------------------------------------------------------------------------------
-// Shared memory: the Q tile (block_q x d), two stages of the K tile (block_kv x d) and of the V^T
-// tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
+// Shared memory: the Q tile (block_q x d) and kStages stages of the K tile (block_kv x d) and of the
+// V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
 template <int HeadDim>
 struct AttentionSmem {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  static constexpr int kConsumerWarpgroups = recipe.consumer_warps / 4;
+  static constexpr int kThreads = kProducerThreads + 32 * recipe.consumer_warps;
   static constexpr int kQBytes = recipe.block_q * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = 3;
   static constexpr int kBytes = kQBytes + kStages * (kKBytes + kVBytes);
+  // Named barriers (0 is __syncthreads'): stage s is full for consumer warpgroup w at
+  // kFull + s * kConsumerWarpgroups + w (the producer arrives, w waits), empty at kEmpty + s (the
+  // consumers arrive, the producer waits).
+  static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups;
+  static_assert(kEmpty + kStages <= 16, "16 named barriers");
 };
 
-// Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile.
+// Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
+// producer warpgroup's threads.
 template <int Rows, int KBytes>
-__device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride) {
+__device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
+                                       int thread) {
   constexpr KMajorLayout layout{KBytes};
   constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
-  static_assert(kPieces % kAttentionThreads == 0, "whole rounds of 16-byte copies");
+  static_assert(kPieces % kProducerThreads == 0, "whole rounds of 16-byte copies");
 #pragma unroll
-  for (int piece = threadIdx.x; piece < kPieces; piece += kAttentionThreads) {
+  for (int piece = thread; piece < kPieces; piece += kProducerThreads) {
     const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
     sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
 }
 
 template <class Out, int HeadDim, bool Causal>
-__global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(const AttentionParams p) {
-  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+__global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
+  using Smem = AttentionSmem<HeadDim>;
+  constexpr Sage2HopperRecipe recipe = Smem::recipe;
   constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv;
-  static_assert(recipe.consumer_warps * 32 == kAttentionThreads && kBlockQ == 64,
-                "one warpgroup of 64 query rows per thread block");
+  static_assert(kBlockQ == 64 * Smem::kConsumerWarpgroups && recipe.consumer_warps % 4 == 0,
+                "one consumer warpgroup per 64 query rows");
   using SWgmma = sm90::WgmmaS8<kBlockKv>;
   using PvWgmma = sm90::WgmmaE4m3<HeadDim>;
-  constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of the warpgroup x block_kv keys
+  constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of a warpgroup x block_kv keys
   constexpr layout::Fragment kO = PvWgmma::accumulator;  // R and O: rows x head_dim channels
   constexpr auto s_values = sm90::value_offsets<kS>();
   constexpr auto o_values = sm90::value_offsets<kO>();
@@ -277,7 +290,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
   constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
   constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
-  using Smem = AttentionSmem<HeadDim>;
+  constexpr int kFullThreads = kProducerThreads + 128, kEmptyThreads = Smem::kThreads;
 
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;
@@ -288,15 +301,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
   const int q_block = Causal ? q_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);  // longest first
   const int hq = blockIdx.y, b = blockIdx.z, hkv = hq / (p.heads_q / p.heads_kv);
   const int q0 = q_block * kBlockQ;
-  const int thread = threadIdx.x;
-  const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
-  const int row0 = base.row;  // in the Q block; the thread also holds row0 + 8
-  const quant::QkGroups& groups = groups_of(HeadDim);
-
   const long long q_head = (long long)b * p.heads_q + hq, kv_head = (long long)b * p.heads_kv + hkv;
-  const float q_scale = p.q_scales[(q_head * q_blocks + q_block) * p.q_groups + groups.q.group_of_row[row0]];
-  const int k_group = groups.k.group_of_row[base.col];
-  const float* k_scales = p.k_scales + kv_head * (p.padded_kv / kBlockKv) * p.k_groups + k_group;
   const std::uint8_t* k_codes = reinterpret_cast<const std::uint8_t*>(p.k_codes) + kv_head * p.padded_kv * HeadDim;
   const std::uint8_t* v_codes = p.v_codes + kv_head * HeadDim * p.padded_kv;
 
@@ -304,17 +309,45 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
   const int last_key = (Causal ? min(p.tokens, q0 + kBlockQ) : p.tokens) - 1;
   const int kv_count = last_key / kBlockKv + 1;
   const auto kv_block = [&](int i) { return recipe.kv_order == KvOrder::ascending ? i : kv_count - 1 - i; };
-  const auto load_kv = [&](int i) {
-    const int j = kv_block(i), stage = i % Smem::kStages;
-    load_tile_async<kBlockKv, HeadDim>(k_tiles + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim,
-                                       HeadDim);
-    load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
-                                       p.padded_kv);
-    sm90::commit_copies();
-  };
-  load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
-                                                (q_head * p.padded_q + q0) * HeadDim, HeadDim);
-  load_kv(0);
+
+  if (threadIdx.x < kProducerThreads) {
+    // The producer: block i's K and V into stage i % kStages once the consumers are done with the
+    // block that stage held (block i - kStages); block i - 1 is announced as soon as this thread's
+    // copies of it completed (each producer thread fences its own copies, then arrives).
+    sm90::lower_registers<kProducerRegisters>();
+    const int thread = threadIdx.x;
+    const auto announce = [&](int stage) {
+      sm90::wait_copies<0>();
+      sm90::fence_async_shared();
+      for (int w = 0; w < Smem::kConsumerWarpgroups; ++w)
+        sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
+    };
+    for (int i = 0; i < kv_count; ++i) {
+      const int j = kv_block(i), stage = i % Smem::kStages;
+      if (i >= 1) announce((i - 1) % Smem::kStages);
+      if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
+      if (i == 0)
+        load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
+                                                      (q_head * p.padded_q + q0) * HeadDim, HeadDim, thread);
+      load_tile_async<kBlockKv, HeadDim>(k_tiles + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim,
+                                         HeadDim, thread);
+      load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
+                                         p.padded_kv, thread);
+      sm90::commit_copies();
+    }
+    announce((kv_count - 1) % Smem::kStages);
+    return;
+  }
+
+  // The consumers: one warpgroup per 64 query rows.
+  sm90::raise_registers<kConsumerRegisters>();
+  const int warpgroup = (threadIdx.x - kProducerThreads) / 128, thread = threadIdx.x % 128;
+  const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
+  const int row0 = warpgroup * 64 + base.row;  // in the Q block; the thread also holds row0 + 8
+  const quant::QkGroups& groups = groups_of(HeadDim);
+  const float q_scale = p.q_scales[(q_head * q_blocks + q_block) * p.q_groups + groups.q.group_of_row[row0]];
+  const int k_group = groups.k.group_of_row[base.col];
+  const float* k_scales = p.k_scales + kv_head * (p.padded_kv / kBlockKv) * p.k_groups + k_group;
 
   float o[kOValues];
 #pragma unroll
@@ -330,15 +363,8 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
   for (int i = 0; i < kOValues; ++i) r_acc[i] = 0.0f;
 
   for (int i = 0; i < kv_count; ++i) {
-    if (i + 1 < kv_count) {
-      load_kv(i + 1);
-      sm90::wait_copies<1>();
-    } else {
-      sm90::wait_copies<0>();
-    }
-    sm90::fence_async_shared();
-    __syncthreads();
     const int j = kv_block(i), stage = i % Smem::kStages, kv0 = j * kBlockKv;
+    sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
     const std::uint8_t* k_tile = k_tiles + stage * Smem::kKBytes;
     const std::uint8_t* v_tile = v_tiles + stage * Smem::kVBytes;
 
@@ -347,7 +373,8 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
       SWgmma::mma(s_acc,
-                  sm90::matrix_descriptor(q_tile + q_layout.slice_offset(step, SWgmma::kK), q_layout),
+                  sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64) +
+                                              q_layout.slice_offset(step, SWgmma::kK), q_layout),
                   sm90::matrix_descriptor(k_tile + k_layout.slice_offset(step, SWgmma::kK), k_layout), step > 0);
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
@@ -358,7 +385,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
     float x[kSValues];
 #pragma unroll
     for (int v = 0; v < kSValues; ++v) x[v] = steps::dequantize_score(s_acc[v], scale);
-    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0);
+    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
     if (masked) {
 #pragma unroll
       for (int v = 0; v < kSValues; ++v) {
@@ -407,10 +434,11 @@ __global__ void __launch_bounds__(kAttentionThreads, 2) sage2_attention_kernel(c
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
     sm90::fence_registers(r_acc);
+    // The stage is read: the producer may refill it (it waits for the stages it will refill only).
+    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + stage, kEmptyThreads);
     // Step 9: two-level accumulation.
 #pragma unroll
     for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
-    __syncthreads();  // this stage is refilled by the next iteration's load
   }
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
@@ -497,13 +525,10 @@ void attention_for(const AttentionParams& p, cudaStream_t stream) {
   static const bool configured = [&] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
                "cudaFuncSetAttribute (attention shared memory)");
-    // The largest shared-memory carveout, so that two thread blocks share an SM (__launch_bounds__).
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100),
-               "cudaFuncSetAttribute (shared memory carveout)");
     return true;
   }();
   (void)configured;
-  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), kAttentionThreads, Smem::kBytes, stream>>>(p);
+  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), Smem::kThreads, Smem::kBytes, stream>>>(p);
   check_launch("sage2_attention_kernel launch");
 }
 
