@@ -2,6 +2,7 @@
 // once, then every Q head of the group and every block of block_q queries runs on its own (a
 // thread block of the kernel), in parallel.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -296,8 +297,9 @@ struct RowState {
   float lanes[steps::kLanesPerRow] = {};
 };
 
-void run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& kv, int block, float* out,
-                     float* lse) {
+// Runs one block of queries; returns the multiply-accumulates it emulated.
+std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& kv, int block, float* out,
+                              float* lse) {
   const Pipeline& pl = cx.pipeline;
   const Shape& sh = cx.shape;
   const int bq = pl.tiling.block_q, bkv = pl.tiling.block_kv;
@@ -312,6 +314,7 @@ void run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& k
   MatrixF s(rows, bkv), p(rows, bkv);
   std::vector<std::int32_t> s_int(n_rows * n_keys);
   PBlock pb;
+  std::uint64_t macs = 0;
   const MatrixCode q_codes = cx.qk_fp32_fma || cx.qk_integer ? MatrixCode() : MatrixCode(pq.operand.codes.middleRows(first_row, rows));
   const MatrixCode q_scales = pq.operand.scale_codes.size() ? MatrixCode(pq.operand.scale_codes.middleRows(first_row, rows)) : MatrixCode();
 
@@ -319,6 +322,7 @@ void run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& k
     const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step;
     const int first_key = kb * bkv;
     if (first_key >= sh.keys || (cx.causal && first_key > last_row)) continue;  // every key masked
+    macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
     // 1. S = Q K^T, dequantized into log2 units.
     if (cx.qk_integer) {
@@ -454,6 +458,7 @@ void run_query_block(const Context& cx, const PreparedQ& pq, const PreparedKv& k
     }
     lse[first_row + r] = pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
   }
+  return macs;
 }
 
 }  // namespace
@@ -515,6 +520,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
     result.v.resize(result.k.size());
   }
 
+  std::atomic<std::uint64_t> macs{0};
   const int group = q.heads / k.heads;
   const int q_blocks = cx.shape.tokens_padded / pl.tiling.block_q;
   for (int b = 0; b < q.batch; ++b)
@@ -529,9 +535,9 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
       parallel_for(std::size_t(group) * std::size_t(q_blocks), options.threads, [&](std::size_t item, unsigned) {
         const int i = int(item) / q_blocks, block = int(item) % q_blocks, h = g * group + i;
         const std::size_t head = std::size_t(b) * std::size_t(q.heads) + std::size_t(h);
-        run_query_block(cx, pqs[std::size_t(i)], kv, block,
-                        result.output.data() + head * std::size_t(q.tokens) * std::size_t(v.dim),
-                        result.lse.data() + head * std::size_t(q.tokens));
+        macs += run_query_block(cx, pqs[std::size_t(i)], kv, block,
+                                result.output.data() + head * std::size_t(q.tokens) * std::size_t(v.dim),
+                                result.lse.data() + head * std::size_t(q.tokens));
       });
       if (options.keep_operands) {
         for (int i = 0; i < group; ++i)
@@ -541,6 +547,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
       }
     }
 
+  result.macs = macs;
   result.output_codes.resize(result.output.size());
   encode(pl.output, std::span<const float>(result.output), std::span<Code>(result.output_codes),
          {Rounding::nearest_even, Overflow::inf});

@@ -107,7 +107,7 @@ struct PStage {
 };
 
 // An MMA instruction of the registry (mma::find_instruction); "nN" in the name stands for the n
-// the stage needs (QK: block_kv; P V: the value dimension). kFp32Fma is no tensor core: one fp32
+// the stage needs (QK: block_kv; P V: the value dimension rounded up to 8, V's columns padded). kFp32Fma is no tensor core: one fp32
 // fma per product, in index order, from C (a SIMT kernel's loop).
 inline constexpr std::string_view kFp32Fma = "fp32-fma";
 struct MatmulStage {
@@ -237,6 +237,9 @@ struct ForwardResult {
                                     // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d))
   std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
   std::vector<Code> output_codes;   // the same rounded to output_format
+  // Multiply-accumulates emulated: QK^T over the padded head dimension and P V, per query row and
+  // key of every KV block run (skipped blocks and padded query rows not counted).
+  std::uint64_t macs = 0;
 
   Tensor4 rounded_output() const;  // output_codes' values
 };

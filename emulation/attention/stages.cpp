@@ -348,7 +348,8 @@ mma::Instruction Pipeline::qk_instruction() const {
 }
 
 mma::Instruction Pipeline::pv_instruction(int value_dim) const {
-  return mma::find_instruction(arch, resolve_n(pv.instruction, value_dim));
+  // A kernel pads V's columns with zeros to whole 8-column tiles; the columns are independent.
+  return mma::find_instruction(arch, resolve_n(pv.instruction, (value_dim + 7) / 8 * 8));
 }
 
 quant::ThreadTiling Pipeline::qk_tiling() const {
@@ -411,7 +412,9 @@ const std::vector<StageInfo>& stage_list() {
       {"key-mean-chunk", "N", "keys per double partial sum of the K and V means (0: one sum in order)"},
       {"transform", "none|smoothattn[:ALPHA]|hadamard[:SEED]", "Q, K transform before smoothing (SageAttention2 §4.1 baselines)"},
       {"qk", "INSTRUCTION|fp32-fma", "the QK^T instruction (registry name; nN: n = block-kv)"},
-      {"pv", "INSTRUCTION|fp32-fma", "the P V instruction (nN: n = the value dimension)"},
+      {"pv", "INSTRUCTION|fp32-fma",
+       "the P V instruction (nN: n = the value dimension, rounded up to 8); its accumulator is the instruction's: .f32 "
+       "(fp32; FP22 for Hopper's wgmma FP8), .f16"},
       {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale",
        "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
