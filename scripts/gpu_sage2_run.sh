@@ -4,7 +4,7 @@
 # Compute. Runs from the repository root with binaries built beforehand in build/ (carried), or
 # builds them (CMake, sm_90a) when they do not run. Everything lands in $OUT/sage2-results.tar.gz
 # (the tool brings back few files); the short tables go to stdout.
-#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench ncu" (default: all) selects steps;
+#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps;
 #   quick (a smoke test) failing or hanging stops the run.
 set -uo pipefail
 #   DEADLINE=seconds (default 540): a step that would start later than this is skipped, so the
@@ -12,7 +12,7 @@ set -uo pipefail
 OUT=${OUT:-build/results/gpu-run}
 R=${WORK:-/tmp}/sage2
 mkdir -p "$R" "$OUT"
-steps=${STEPS:-"quick exp2 check sanitize accuracy sass bench checkbench ncu"}
+steps=${STEPS:-"quick exp2 check sanitize accuracy sass bench checkbench cli ncu"}
 deadline=${DEADLINE:-540}
 want() {
   [[ " $steps " == *" $1 "* ]] || return 1
@@ -94,6 +94,18 @@ fi
 if want checkbench; then
   log "check_sage2_gpu --configs bench"
   timeout 240 "$B/tests/attention_gpu/check_sage2_gpu" --configs bench --out "$R/check-bench" 2>&1 | tee "$R/check-bench.log"
+  archive
+fi
+if want cli; then
+  log "lowbit attention --device gpu --check"
+  data=tests/data/attention
+  timeout 60 "$B/experiments/lowbit" attention --preset sage2-8b --q $data/q_fp16.npy --k $data/k_fp16.npy \
+    --v $data/v_fp16.npy --causal --device gpu --check --metrics-json "$R/cli-check.json" 2>&1 | tee "$R/cli-check.log"
+  if [[ -d real-data/smollm2-135m ]]; then
+    real=real-data/smollm2-135m
+    timeout 120 "$B/experiments/lowbit" attention --preset sage2-8b --q $real/layer10_q.npy --k $real/layer10_k.npy \
+      --v $real/layer10_v.npy --causal --device gpu --check --metrics-json "$R/cli-check-layer10.json" 2>&1 | tee -a "$R/cli-check.log"
+  fi
   archive
 fi
 if want ncu; then

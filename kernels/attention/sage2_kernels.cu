@@ -1,6 +1,15 @@
 // SageAttention2-8b kernels for Hopper (sm_90a): K/V statistics, quantization, attention.
 // Every fp32 step is a function of emulation/attention/kernel_steps.hpp or sage2_hopper.hpp; the
 // tiling, the groups and the KV order are the recipe's (sage2_8b_hopper).
+//
+// The attention kernel, one thread block per (block of block_q queries, Q head, batch):
+//   producer warpgroup: Q once, then K and V of every KV block into a ring of shared-memory stages
+//     (cp.async, 16 bytes a thread), each stage announced full to both consumers (named barriers)
+//     and refilled once both announced it empty;
+//   consumer warpgroups (64 query rows each), per KV block: S = Q K'^T (wgmma s8, exact), the
+//     contract's steps 1-7 in registers, P's E4M3 codes moved from the S fragment to the A
+//     fragment of P V (fragment.hpp), R = P V (wgmma e4m3 from +0), o = fma(o, alpha, R); at the
+//     end the lanes' row sums, the normalization, the LSE with its smoothing bias.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
