@@ -102,7 +102,9 @@ class Sage2Workspace {
 
 // Throws std::invalid_argument naming the problem when validate() fails or the current device is
 // not a Hopper GPU (sm_90) or a pointer is misaligned; std::runtime_error naming the CUDA call
-// when one fails. `stream` is a cudaStream_t (0: the default stream). Asynchronous.
+// when one fails. `stream` is a cudaStream_t (0: the default stream). Asynchronous: errors of the
+// kernels themselves surface at the next synchronizing CUDA call. The inputs must be finite (the
+// device functions do not scan them; sage2_attention_host refuses NaN/Inf, naming the tensor).
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream = 0);
 // out: the problem's layout and dtype, heads_q heads; lse: f32 [batch][heads_q][tokens] (natural log).
