@@ -42,7 +42,7 @@ using sm90::KMajorLayout;
 constexpr int kThreads = 256;  // threads of the quantization kernel
 // The attention kernel: a producer warpgroup (loads) and the recipe's consumer warpgroups (math).
 constexpr int kProducerThreads = 128;
-constexpr int kProducerRegisters = 40, kConsumerRegisters = 232;  // setmaxnreg: 128 x 40 + 256 x 232 <= 64K
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // setmaxnreg: 128 x 24 + 256 x 240 <= 384 x 168
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
 
@@ -364,20 +364,41 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   float m[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float offset[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float l[2] = {0.0f, 0.0f};
-  std::int32_t s_acc[kSValues];
-  float r_acc[kOValues];
-#pragma unroll
-  for (int i = 0; i < kSValues; ++i) s_acc[i] = 0;
-#pragma unroll
-  for (int i = 0; i < kOValues; ++i) r_acc[i] = 0.0f;
+  // Carried from block i - 1 to block i: its P codes (the A fragment of its P V) and its alpha.
+  std::uint32_t p_codes[kPGroups][4];
+  float alpha_pending[2] = {0.0f, 0.0f};
 
+  // Step 8 of block i: R = P V from +0 over the block's k32 steps (FP22), issued, not waited for.
+  // Keys within each group of 32 are in the A fragment's order, V^T's rows in the same order
+  // (kernels/sm90/fragment.hpp).
+  const auto issue_values = [&](int i, float (&r_acc)[kOValues]) {
+    const std::uint8_t* v_tile = v_tiles + i % Smem::kStages * Smem::kVBytes;
+#pragma unroll
+    for (int g = 0; g < kPGroups; ++g)
+      PvWgmma::mma(r_acc, p_codes[g], sm90::matrix_descriptor(v_tile + v_layout.slice_offset(g, PvWgmma::kK), v_layout),
+                   g > 0);
+    sm90::wgmma_commit();
+  };
+  // Step 9 of block i once its R arrived: two-level accumulation; its stage may then be refilled
+  // (the producer waits for the stages it will refill only).
+  const auto accumulate_values = [&](int i, float (&r_acc)[kOValues]) {
+    sm90::fence_registers(r_acc);
+    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + i % Smem::kStages, kEmptyThreads);
+#pragma unroll
+    for (int v = 0; v < kOValues; ++v)
+      o[v] = steps::accumulate_output(o[v], alpha_pending[o_values[v].row / 8], r_acc[v]);
+  };
+
+  // Block i's Q K'^T is issued with block i - 1's P V behind it, so the tensor cores run P V while
+  // this warpgroup runs block i's softmax; the same steps on the same values as one block at a time.
   for (int i = 0; i < kv_count; ++i) {
     const int j = kv_block(i), stage = i % Smem::kStages, kv0 = j * kBlockKv;
     sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
     const std::uint8_t* k_tile = k_tiles + stage * Smem::kKBytes;
-    const std::uint8_t* v_tile = v_tiles + stage * Smem::kVBytes;
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
+    std::int32_t s_acc[kSValues];
+    float r_acc[kOValues];
     sm90::wgmma_fence();
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
@@ -386,7 +407,12 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
                                               q_layout.slice_offset(step, SWgmma::kK), q_layout),
                   sm90::matrix_descriptor(k_tile + k_layout.slice_offset(step, SWgmma::kK), k_layout), step > 0);
     sm90::wgmma_commit();
-    sm90::wgmma_wait<0>();
+    if (i > 0) {
+      issue_values(i - 1, r_acc);
+      sm90::wgmma_wait<1>();  // S (groups complete in order); P V of block i - 1 still running
+    } else {
+      sm90::wgmma_wait<0>();
+    }
     sm90::fence_registers(s_acc);
 
     // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
@@ -423,7 +449,10 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       }
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
     }
-    std::uint32_t p_codes[kPGroups][4];
+    if (i > 0) {
+      sm90::wgmma_wait<0>();
+      accumulate_values(i - 1, r_acc);
+    }
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
 #pragma unroll
@@ -432,22 +461,15 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
         p_codes[g][r] = std::uint32_t(steps::e4m3_code_pair(x[source[4 * r]], x[source[4 * r + 1]])) |
                         std::uint32_t(steps::e4m3_code_pair(x[source[4 * r + 2]], x[source[4 * r + 3]])) << 16;
       }
-
-    // Step 8: R = P V from +0 over the block's k32 steps (FP22). Keys within each group of 32 are
-    // in the A fragment's order, V^T's rows in the same order (kernels/sm90/fragment.hpp).
+    alpha_pending[0] = alpha[0];
+    alpha_pending[1] = alpha[1];
+  }
+  {  // The last block's P V.
+    float r_acc[kOValues];
     sm90::wgmma_fence();
-#pragma unroll
-    for (int g = 0; g < kPGroups; ++g)
-      PvWgmma::mma(r_acc, p_codes[g], sm90::matrix_descriptor(v_tile + v_layout.slice_offset(g, PvWgmma::kK), v_layout),
-                   g > 0);
-    sm90::wgmma_commit();
+    issue_values(kv_count - 1, r_acc);
     sm90::wgmma_wait<0>();
-    sm90::fence_registers(r_acc);
-    // The stage is read: the producer may refill it (it waits for the stages it will refill only).
-    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + stage, kEmptyThreads);
-    // Step 9: two-level accumulation.
-#pragma unroll
-    for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
+    accumulate_values(kv_count - 1, r_acc);
   }
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
