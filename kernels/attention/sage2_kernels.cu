@@ -261,10 +261,8 @@ struct AttentionSmem {
   // Named barriers (0 is __syncthreads'): stage s is full for consumer warpgroup w at
   // kFull + s * kConsumerWarpgroups + w (the producer arrives, w waits), empty at kEmpty + s (the
   // consumers arrive, the producer waits).
-  // Turns (ping-pong): consumer warpgroup w issues its wgmmas after kTurn + w completes, then
-  // hands the turn to the other, so one warpgroup's softmax runs while the other's wgmmas run.
-  static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups, kTurn = kEmpty + kStages;
-  static_assert(kTurn + kConsumerWarpgroups <= 16, "16 named barriers");
+  static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups;
+  static_assert(kEmpty + kStages <= 16, "16 named barriers");
 };
 
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
@@ -391,17 +389,10 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       o[v] = steps::accumulate_output(o[v], alpha_pending[o_values[v].row / 8], r_acc[v]);
   };
 
-  static_assert(Smem::kConsumerWarpgroups == 2, "turns between two consumer warpgroups");
-  constexpr int kTurnThreads = 256;
-  const auto take_turn = [&] { sm90::barrier_sync(Smem::kTurn + warpgroup, kTurnThreads); };
-  const auto pass_turn = [&] { sm90::barrier_arrive(Smem::kTurn + (1 - warpgroup), kTurnThreads); };
-  if (warpgroup == 1) pass_turn();  // warpgroup 0 issues first
-
   // Block i's Q K'^T is issued with block i - 1's P V behind it, so the tensor cores run P V while
   // this warpgroup runs block i's softmax; the same steps on the same values as one block at a time.
   for (int i = 0; i < kv_count; ++i) {
     const int j = kv_block(i), stage = i % Smem::kStages, kv0 = j * kBlockKv;
-    take_turn();
     sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
     const std::uint8_t* k_tile = k_tiles + stage * Smem::kKBytes;
 
@@ -422,7 +413,6 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     } else {
       sm90::wgmma_wait<0>();
     }
-    pass_turn();
     sm90::fence_registers(s_acc);
 
     // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
@@ -476,11 +466,8 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   }
   {  // The last block's P V.
     float r_acc[kOValues];
-    take_turn();
     sm90::wgmma_fence();
     issue_values(kv_count - 1, r_acc);
-    pass_turn();
-    if (warpgroup == 0) take_turn();  // warpgroup 1's last pass: no barrier left half arrived
     sm90::wgmma_wait<0>();
     accumulate_values(kv_count - 1, r_acc);
   }
