@@ -265,38 +265,20 @@ struct AttentionSmem {
   static_assert(kEmpty + kStages <= 16, "16 named barriers");
 };
 
-// A producer thread's share of copying Rows x KBytes of row-major global bytes (rows `row_stride`
-// apart) into a K-major tile: pieces thread, thread + 128, ... in KMajorLayout's piece order. A
-// round of 128 pieces covers whole bands of 8 rows, so round r is round 0 moved down by r bands of
-// rows: the thread's offsets are computed once per kernel, and a tile costs a copy per round.
+// Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
+// producer warpgroup's threads.
 template <int Rows, int KBytes>
-struct TileCopy {
-  static constexpr int kPiecesPerRow = KMajorLayout{KBytes}.pieces_per_row();
-  static constexpr int kRounds = Rows * KBytes / KMajorLayout::kCoreRowBytes / kProducerThreads;
-  static constexpr int kRowsPerRound = kProducerThreads / kPiecesPerRow;
-  static_assert(kRounds * kProducerThreads * KMajorLayout::kCoreRowBytes == Rows * KBytes, "whole rounds of 16-byte copies");
-  static_assert(kProducerThreads % (KMajorLayout::kCoreRows * kPiecesPerRow) == 0,
-                "a round moves whole bands of 8 rows");
-
-  std::uint32_t smem_offset;  // of the thread's first piece in the tile
-  long long global_offset;    // of the thread's first piece from the tile's first global byte
-  long long round_stride;     // global bytes between rounds
-
-  __device__ TileCopy(int thread, long long row_stride) : round_stride(kRowsPerRound * row_stride) {
-    constexpr KMajorLayout layout{KBytes};
-    const int row = layout.piece_row(thread), k_byte = layout.piece_k_byte(thread);
-    smem_offset = layout.offset(row, k_byte);
-    global_offset = row * row_stride + k_byte;
-  }
-  // The tile at shared address `tile` from the global tile starting at `global`.
-  __device__ void operator()(std::uint32_t tile, const std::uint8_t* global) const {
-    constexpr KMajorLayout layout{KBytes};
-    const std::uint8_t* from = global + global_offset;
+__device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
+                                       int thread) {
+  constexpr KMajorLayout layout{KBytes};
+  constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
+  static_assert(kPieces % kProducerThreads == 0, "whole rounds of 16-byte copies");
 #pragma unroll
-    for (int r = 0; r < kRounds; ++r, from += round_stride)
-      sm90::copy_16_async(tile + smem_offset + layout.row_offset(r * kRowsPerRound), from);
+  for (int piece = thread; piece < kPieces; piece += kProducerThreads) {
+    const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
+    sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
-};
+}
 
 template <class Out, int HeadDim, bool Causal>
 __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
@@ -349,19 +331,17 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       for (int w = 0; w < Smem::kConsumerWarpgroups; ++w)
         sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
     };
-    const TileCopy<kBlockKv, HeadDim> copy_k(thread, HeadDim);
-    const TileCopy<HeadDim, kBlockKv> copy_v(thread, p.padded_kv);
-    const std::uint32_t k_stages = sm90::shared_address(k_tiles), v_stages = sm90::shared_address(v_tiles);
     for (int i = 0; i < kv_count; ++i) {
       const int j = kv_block(i), stage = i % Smem::kStages;
       if (i >= 1) announce((i - 1) % Smem::kStages);
       if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
       if (i == 0)
-        TileCopy<kBlockQ, HeadDim>(thread, HeadDim)(sm90::shared_address(q_tile),
-                                                    reinterpret_cast<const std::uint8_t*>(p.q_codes) +
-                                                        (q_head * p.padded_q + q0) * HeadDim);
-      copy_k(k_stages + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim);
-      copy_v(v_stages + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv);
+        load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
+                                                      (q_head * p.padded_q + q0) * HeadDim, HeadDim, thread);
+      load_tile_async<kBlockKv, HeadDim>(k_tiles + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim,
+                                         HeadDim, thread);
+      load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
+                                         p.padded_kv, thread);
       sm90::commit_copies();
     }
     announce((kv_count - 1) % Smem::kStages);

@@ -6,11 +6,9 @@
 
 namespace lowbit::kernels::sm90 {
 
-__device__ inline std::uint32_t shared_address(const void* smem) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-}
-__device__ inline void copy_16_async(std::uint32_t smem_address, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_address), "l"(global) : "memory");
+__device__ inline void copy_16_async(void* smem, const void* global) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
 }
 __device__ inline void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most Pending groups of this thread's copies are still in flight.
