@@ -9,7 +9,8 @@
 //   consumer warpgroups (64 query rows each), per KV block: S = Q K'^T (wgmma s8, exact), the
 //     contract's steps 1-7 in registers, P's E4M3 codes moved from the S fragment to the A
 //     fragment of P V (fragment.hpp), R = P V (wgmma e4m3 from +0), o = fma(o, alpha, R); at the
-//     end the lanes' row sums, the normalization, the LSE with its smoothing bias.
+//     end the lanes' row sums, the normalization, the LSE with its smoothing bias. Block i's Q K'^T
+//     is issued with block i-1's P V behind it, so P V runs during block i's softmax.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
