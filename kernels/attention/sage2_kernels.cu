@@ -322,19 +322,19 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
 
   if (threadIdx.x < kProducerThreads) {
     // The producer: block i's K and V into stage i % kStages once the consumers are done with the
-    // block that stage held (block i - kStages); block i - 1 is announced as soon as this thread's
-    // copies of it completed (each producer thread fences its own copies, then arrives).
+    // block that stage held (block i - kStages); block i - 1 is announced once this thread's copies
+    // of it completed, with block i's copies in flight (each producer thread fences its own copies,
+    // then arrives). The consumers release block i - kStages + 1 only after block i - 2 was
+    // announced, so kStages >= 3 cannot deadlock.
     sm90::lower_registers<kProducerRegisters>();
     const int thread = threadIdx.x;
-    const auto announce = [&](int stage) {
-      sm90::wait_copies<0>();
+    const auto announce = [&](int stage) {  // once this thread's copies of the stage's block completed
       sm90::fence_async_shared();
       for (int w = 0; w < Smem::kConsumerWarpgroups; ++w)
         sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
     };
     for (int i = 0; i < kv_count; ++i) {
       const int j = kv_block(i), stage = i % Smem::kStages;
-      if (i >= 1) announce((i - 1) % Smem::kStages);
       if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
       if (i == 0)
         load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
@@ -344,7 +344,12 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
                                          p.padded_kv, thread);
       sm90::commit_copies();
+      if (i >= 1) {
+        sm90::wait_copies<1>();  // block i - 1's copies; block i's may still be in flight
+        announce((i - 1) % Smem::kStages);
+      }
     }
+    sm90::wait_copies<0>();
     announce((kv_count - 1) % Smem::kStages);
     return;
   }
