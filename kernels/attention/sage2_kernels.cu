@@ -257,7 +257,7 @@ struct AttentionSmem {
   static constexpr int kQBytes = recipe.block_q * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
-  static constexpr int kStages = 3;
+  static constexpr int kStages = 4;
   static constexpr int kBytes = kQBytes + kStages * (kKBytes + kVBytes);
   // Named barriers (0 is __syncthreads'): stage s is full for consumer warpgroup w at
   // kFull + s * kConsumerWarpgroups + w (the producer arrives, w waits), empty at kEmpty + s (the
