@@ -128,6 +128,7 @@ struct PreparedQ {
   Operand operand;                 // tokens_padded x depth
   std::vector<float> row_scale;    // per token: fold_softmax_scale(scale, softmax_scale_log2)
   MatrixF means;                   // blocks x head_dim (Q smoothing), else empty
+  std::vector<float> lse_bias;     // per token: steps::smoothing_bias of the row and K's mean (K smoothed), else 0
 };
 
 struct Context {
@@ -195,10 +196,16 @@ PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_i
   return kv;
 }
 
-PreparedQ prepare_q(const Context& cx, const MatrixF& q_in) {
+PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<float>& k_mean) {
   const Pipeline& pl = cx.pipeline;
   const Shape& sh = cx.shape;
   PreparedQ out;
+  // The LSE's row bias: what K smoothing took out of the row's scores (q as the scores see it).
+  out.lse_bias.assign(std::size_t(sh.tokens), 0.0f);
+  if (pl.smoothing.k)
+    for (int i = 0; i < sh.tokens; ++i)
+      out.lse_bias[std::size_t(i)] =
+          steps::smoothing_bias([&](int c) { return q_in(i, c); }, k_mean.data(), sh.head_dim, cx.softmax_scale_log2);
   quant::Smoothed<float> q = quant::smooth(q_in, pl.tiling.block_q, pl.smoothing.q);
   if (pl.smoothing.q) {
     out.means = q.means;
@@ -449,7 +456,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       if (pl.smoothing.v) y = steps::add_value_mean(y, kv.v.mean[std::size_t(c)]);
       out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] = y;
     }
-    lse[first_row + r] = pl.exponential.log_sum_exp(st.offset, l);
+    lse[first_row + r] = pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
   }
   return macs;
 }
@@ -524,7 +531,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
       transform_qk(pl, qs, kh);
       const PreparedKv kv = prepare_kv(cx, kh, v.head(b, g));
       std::vector<PreparedQ> pqs(static_cast<std::size_t>(group));
-      parallel_for(std::size_t(group), options.threads, [&](std::size_t i, unsigned) { pqs[i] = prepare_q(cx, qs[i]); });
+      parallel_for(std::size_t(group), options.threads, [&](std::size_t i, unsigned) { pqs[i] = prepare_q(cx, qs[i], kv.k.mean); });
       parallel_for(std::size_t(group) * std::size_t(q_blocks), options.threads, [&](std::size_t item, unsigned) {
         const int i = int(item) / q_blocks, block = int(item) % q_blocks, h = g * group + i;
         const std::size_t head = std::size_t(b) * std::size_t(q.heads) + std::size_t(h);

@@ -22,10 +22,10 @@
 // After the last block:
 //   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
 //   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
-//   lse = mul_rn(add_rn(offset, poly_log2(l)), ln 2)             (natural log of sum_j exp(s_j ln 2), the
-//                                                                scores of step 1: with K smoothed, of
-//                                                                q.(k - kbar)/sqrt(d), the row bias
-//                                                                q.kbar/sqrt(d) that softmax drops not added)
+//   lse = mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), ln 2) (natural log of sum_j exp(q.k_j/sqrt d))
+// where bias = smoothing_bias(q, kbar) puts back the row bias q.kbar/sqrt(d) (in log2 units) that
+// K smoothing took out of every score of step 1 and softmax ignores (bias = 0 without K smoothing),
+// so the LSE is that of the unsmoothed scores, as PyTorch's and SageAttention's.
 // A lane is one of the 4 threads that share a row in every m16n8 / m64nN accumulator fragment:
 // lane_of_column(c) = (c mod 8) / 2, each lane holding columns {8t + 2 lane, 8t + 2 lane + 1}.
 // The scores arrive in log2 units: the softmax scale log2(e)/sqrt(d) is folded into Q's scale
@@ -79,12 +79,16 @@ inline constexpr float kLn2 = 0x1.62e430p-1f;  // float(ln 2)
 // ---- exp2 ---------------------------------------------------------------------------------------
 // exp2(x) = 2^j * p(f), j = nearest integer to x, f = x - j in [-1/2, 1/2] (both exact), p(f) =
 // 1 + f (c1 + f (c2 + ...)) by Horner in fma_rn, and 2^j added to p's exponent field (exact:
-// the result stays normal). x < -125 gives +0 (so -inf gives 0: masked keys), NaN gives NaN.
+// the result stays normal). Outside [kExp2Lowest, kExp2Highest]: x < -125 gives +0 (so -inf gives
+// 0: masked keys), x > kExp2Highest gives +inf (+inf too), NaN gives x. The polynomial is
+// evaluated for every x and the range decided by selects afterwards, so a GPU runs it without
+// branches (the out-of-range lanes compute a discarded value).
 // Coefficients: minimax of the relative error on [-1/2, 1/2] with p(0) = 1 exactly, rounded
 // to float (so exp2(0) = 1: the row maximum's P is exactly 2^p_log2_scale).
+inline constexpr int kMaxExp2Degree = 7;
 struct Exp2Poly {
   int degree = 5;
-  float c[7] = {};  // c[0] multiplies f, c[degree - 1] multiplies f^degree
+  float c[kMaxExp2Degree] = {};  // c[0] multiplies f, c[degree - 1] multiplies f^degree
 };
 // (Records are returned by functions: a namespace-scope constexpr object is not visible to device code.)
 LOWBIT_HD constexpr Exp2Poly exp2_degree5() {
@@ -94,18 +98,38 @@ LOWBIT_HD constexpr Exp2Poly exp2_degree6() {
   return {6, {0x1.62e430p-1f, 0x1.ebfbdcp-3f, 0x1.c6aee8p-5f, 0x1.3b2d4ep-7f, 0x1.5f3e2ep-10f, 0x1.41fb62p-13f}};
 }
 inline constexpr float kExp2Lowest = -125.0f;
+// The largest x whose nearest integer j is at most 127 (x + 1.5 * 2^23 rounds 127.5 to 128): the
+// result 2^j p(f) < 2^127.5 stays finite.
+inline constexpr float kExp2Highest = 0x1.fdfffep+6f;  // 127.49999
 
-LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
-  if (x != x) return x;
-  if (x < kExp2Lowest) return 0.0f;
+// The polynomial for x <= kExp2Highest, -inf included (x < -125 gives +0): what the softmax
+// evaluates, whose arguments are a score minus the row offset (at most p_log2_scale) or an old
+// offset minus a new one (at most 0). Above kExp2Highest, and for NaN, its value is unspecified.
+LOWBIT_HD inline float poly_exp2_up_to_highest(float x, const Exp2Poly& poly = exp2_degree5()) {
   constexpr float kRound = 0x1.8p23f;  // x + 1.5 * 2^23 rounds x to an integer (|x| < 2^22)
   const float shifted = add_rn(x, kRound);
   const float j = sub_rn(shifted, kRound);
   const float f = sub_rn(x, j);
-  float p = poly.c[poly.degree - 1];
-  for (int i = poly.degree - 2; i >= 0; --i) p = fma_rn(p, f, poly.c[i]);
+  // Horner from c[degree - 1] down: p = c[degree - 1], then p = fma(p, f, c[i]) for i = degree - 2 .. 0.
+  // (Written over the fixed bound of the array, so that a compiler unrolls it for a constant poly.)
+  float p = 0.0f;
+#if defined(__CUDA_ARCH__)
+#pragma unroll
+#endif
+  for (int i = kMaxExp2Degree - 1; i >= 0; --i) {
+    if (i == poly.degree - 1) p = poly.c[i];
+    else if (i < poly.degree - 1) p = fma_rn(p, f, poly.c[i]);
+  }
   p = fma_rn(p, f, 1.0f);
-  return bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+  const float in_range = bits_float(float_bits(p) + ((float_bits(shifted) - float_bits(kRound)) << 23));
+  return x < kExp2Lowest ? 0.0f : in_range;
+}
+
+// exp2 on every float: the polynomial, +inf above kExp2Highest (and for +Inf), NaN kept.
+LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5()) {
+  const float below = poly_exp2_up_to_highest(x, poly);
+  const float above = x > 0.0f ? __builtin_huge_valf() : x;  // +inf, or x itself when x is NaN
+  return x <= kExp2Highest ? below : above;
 }
 
 // ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------
@@ -165,13 +189,14 @@ LOWBIT_HD inline float usable_max(float m) { return m == kNegativeInfinity ? 0.0
 // The offset subtracted from every score of the row: m_use = usable_max(m) - p_log2_scale.
 LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(usable_max(m), p_log2_scale); }
 
+// (score - offset <= p_log2_scale: the polynomial without poly_exp2's upper-range selects.)
 LOWBIT_HD inline float probability(float score, float offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2(sub_rn(score, offset), poly);
+  return poly_exp2_up_to_highest(sub_rn(score, offset), poly);
 }
 // alpha: the factor that rescales l and o when the row offset moves from old to new
 // (exp2(-inf) = 0 on the first block: old_offset is -inf there).
 LOWBIT_HD inline float rescale(float old_offset, float new_offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2(sub_rn(old_offset, new_offset), poly);
+  return poly_exp2_up_to_highest(sub_rn(old_offset, new_offset), poly);
 }
 
 // The sum of n values (n a power of two) as a balanced tree over their order: adjacent pairs
@@ -203,6 +228,17 @@ LOWBIT_HD inline std::uint8_t e4m3_code(float p) {
 #endif
 }
 
+// Two P codes packed as the 8-bit A fragment holds them: lo in bits 0-7, hi in bits 8-15. On the
+// GPU one cvt.rn.satfinite.e4m3x2.f32 (the instruction e4m3_code runs with a zero partner); each
+// byte is e4m3_code of its value.
+LOWBIT_HD inline std::uint16_t e4m3_code_pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  return std::uint16_t(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
+#else
+  return std::uint16_t(e4m3_code(lo) | e4m3_code(hi) << 8);
+#endif
+}
+
 // Two-level accumulation: the fp32 output accumulator takes a block's fresh MMA result.
 LOWBIT_HD inline float accumulate_output(float o, float alpha, float block_result) {
   return fma_rn(o, alpha, block_result);
@@ -216,9 +252,18 @@ LOWBIT_HD inline float normalize_output(float o, float inverse_l, float v_scale)
 }
 // With V smoothed (SageAttention2 §3.6): the output takes the V mean back, after normalization.
 LOWBIT_HD inline float add_value_mean(float out, float v_mean) { return add_rn(out, v_mean); }
-// Natural-log log-sum-exp of the row's scores as step 1 makes them (q.k / sqrt(d), or with K smoothed
-// q.(k - kbar) / sqrt(d): a caller that needs the unsmoothed LSE adds q.kbar / sqrt(d)).
-LOWBIT_HD inline float log_sum_exp(float offset, float l) { return mul_rn(add_rn(offset, poly_log2(l)), kLn2); }
-
+// The row bias K smoothing removed, in log2 units: mul_rn(q . kbar, softmax_scale_log2), the dot
+// product in fp32 from +0 over the channels in order, acc = fma_rn(q[c], kbar[c], acc). q(c) is the
+// row's unquantized value of channel c (a callable), kbar the K mean.
+template <class Row>
+LOWBIT_HD inline float smoothing_bias(Row q, const float* kbar, int head_dim, float softmax_scale_log2) {
+  float acc = 0.0f;
+  for (int c = 0; c < head_dim; ++c) acc = fma_rn(q(c), kbar[c], acc);
+  return mul_rn(acc, softmax_scale_log2);
+}
+// Natural-log log-sum-exp of the row's scaled scores (q.k / sqrt(d)), K smoothing's bias put back.
+LOWBIT_HD inline float log_sum_exp(float offset, float l, float bias) {
+  return mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), kLn2);
+}
 
 }  // namespace lowbit::attention::steps

@@ -25,7 +25,8 @@
 //      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
 //      in place (FlashAttention-2/3): o = alpha o, then o = the PV instruction from C = o
 // After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
-// (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l).
+// (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
+// bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).
 //
 // Causal masks are top-left (key j visible to query i when j <= i, PyTorch's is_causal).
 #pragma once
@@ -143,8 +144,10 @@ struct ExponentialStage {
   float rescale(float old_offset, float new_offset) const {
     return exact ? exp2_exact(steps::sub_rn(old_offset, new_offset)) : steps::rescale(old_offset, new_offset, poly);
   }
-  float log_sum_exp(float offset, float l) const {
-    return exact ? steps::mul_rn(steps::add_rn(offset, log2_exact(l)), steps::kLn2) : steps::log_sum_exp(offset, l);
+  // bias: steps::smoothing_bias with K smoothed, else 0.
+  float log_sum_exp(float offset, float l, float bias) const {
+    return exact ? steps::mul_rn(steps::add_rn(steps::add_rn(offset, log2_exact(l)), bias), steps::kLn2)
+                 : steps::log_sum_exp(offset, l, bias);
   }
   std::string name() const;
 };
@@ -230,8 +233,8 @@ struct ForwardResult {
   Format output_format = formats::fp16;
   std::vector<QuantizedHead> q;     // [batch * heads], with keep_operands
   std::vector<QuantizedHead> k, v;  // [batch * kv_heads], with keep_operands
-  std::vector<float> lse;           // [batch, heads, tokens]: natural log of sum_j exp(s_j), s the scores
-                                    // the softmax sees (K smoothed: q.(k_j - kbar) / sqrt(d))
+  std::vector<float> lse;           // [batch, heads, tokens]: natural log of sum_j exp(q.k_j / sqrt(d))
+                                    // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d))
   std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
   std::vector<Code> output_codes;   // the same rounded to output_format
   // Multiply-accumulates emulated: QK^T over the padded head dimension and P V, per query row and

@@ -13,11 +13,14 @@
 // Per (batch, Q head, block of block_q queries), KV blocks of block_kv keys in kv_order, blocks
 // whose keys are all masked skipped: S = wgmma s8 (s32, exact), then kernel_steps.hpp steps 1-9
 // with P·V through wgmma.m64nNk32.f32.e4m3.e4m3 (N = head_dim) chained over the block from +0.
+// The LSE puts back the row bias K smoothing removed (steps::smoothing_bias of the row and kbar).
 // GQA: Q head h reads KV head h / (heads_q / heads_kv). Causal: key j is visible to query i when
 // j <= i (top-left, as PyTorch's is_causal). Tokens past N: zero codes, masked keys.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/quant/thread_groups.hpp"
@@ -30,7 +33,8 @@ struct Sage2HopperRecipe {
   int head_dim = 128;
   int block_q = 128;         // queries per thread block
   int block_kv = 128;        // keys per KV block (the P·V K loop: block_kv / 32 wgmma k32 steps)
-  int consumer_warps = 8;    // warps that run the math: two warpgroups of 64 query rows each
+  int consumer_warps = 8;    // warps that run the math: two warpgroups of 64 query rows each (a third
+                             // warpgroup loads K and V for both)
   KvOrder kv_order = KvOrder::ascending;
   int key_mean_chunk = 128;  // tokens per double partial sum of the K mean
   steps::Exp2Poly exp2 = steps::exp2_degree5();  // the exponential the kernel runs
@@ -40,7 +44,48 @@ struct Sage2HopperRecipe {
   LOWBIT_HD constexpr quant::ThreadTiling qk_tiling() const {
     return quant::ThreadTiling{mma::atoms::wgmma_m64nNk32_s32_s8_s8(block_kv), consumer_warps, block_q, block_kv};
   }
+
+  // Why this recipe cannot be run, or nothing.
+  std::optional<std::string> validate() const {
+    if (head_dim != 64 && head_dim != 128)
+      return "head_dim=" + std::to_string(head_dim) + ": the sage2-8b recipe has head dimensions 64 and 128";
+    if (auto why = qk_tiling().validate()) return "thread tiling: " + *why;
+    if (block_kv % 32 != 0) return "block_kv=" + std::to_string(block_kv) + ": P·V runs k32 steps";
+    if (key_mean_chunk < 1) return "key_mean_chunk=" + std::to_string(key_mean_chunk) + " must be >= 1";
+    if (exp2.degree < 1 || exp2.degree > 7) return "exp2 degree " + std::to_string(exp2.degree) + " outside 1..7";
+    return std::nullopt;
+  }
 };
+
+// ---- K smoothing, as the recipe sums it (host and device) ---------------------------------------
+// chunk_sum = ((0 + k_0) + k_1) + ... over the chunk's tokens in order, in double;
+// total = ((0 + chunk_sum_0) + chunk_sum_1) + ... in chunk order; kbar = float(total / tokens);
+// K' = float(K) - kbar. (Every float is exact in double; only the sums and the quotient round.)
+LOWBIT_HD inline double add_key(double sum, float k) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(sum, double(k));
+#else
+  volatile double r = sum + double(k);
+  return r;
+#endif
+}
+LOWBIT_HD inline double add_chunk_sum(double total, double chunk_sum) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(total, chunk_sum);
+#else
+  volatile double r = total + chunk_sum;
+  return r;
+#endif
+}
+LOWBIT_HD inline float key_mean(double total, int tokens) {
+#if defined(__CUDA_ARCH__)
+  return __double2float_rn(__ddiv_rn(total, double(tokens)));
+#else
+  volatile double quotient = total / double(tokens);
+  return float(quotient);
+#endif
+}
+LOWBIT_HD inline float smooth_key(float k, float mean) { return steps::sub_rn(k, mean); }
 
 // The recipe the kernel is built with for a head dimension (64 or 128).
 LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim) {

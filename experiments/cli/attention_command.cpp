@@ -1,7 +1,11 @@
 // lowbit attention: one pipeline (a preset, stages changed with --set) on Q, K, V from files,
-// against the float64 reference; prints and writes the error metrics.
+// against the float64 reference; prints and writes the error metrics. --device gpu runs the
+// sage2-8b kernel of kernels/attention/ instead (and --check compares it with the emulated preset,
+// bit for bit).
+#include <bit>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +19,10 @@
 #include "numerics/metrics.hpp"
 #include "numerics/npy.hpp"
 #include "numerics/tensor_file.hpp"
+#if defined(LOWBIT_HAVE_KERNELS)
+#include "experiments/cli/gpu_run.hpp"
+#include "kernels/attention/sage2_attention.hpp"
+#endif
 
 namespace lowbit::cli {
 namespace {
@@ -25,6 +33,19 @@ struct AttentionArgs {
   std::vector<std::string> sets;
   bool causal = false;
   unsigned threads = 0;
+  std::string device = "cpu";
+  bool check = false;
+};
+
+// What one run produced, for the report: the output as written, and what made it.
+struct AttentionRun {
+  Tensor4 rounded;
+  Format output;
+  std::string title;                                   // "preset sage2-8b: ..." or the kernel's
+  std::vector<std::pair<std::string, std::string>> stages;
+  double seconds = 0;                                  // emulation or GPU (kernels and copies)
+  std::string timing;                                  // what `seconds` measured
+  nlohmann::json extra = nlohmann::json::object();     // --check's counts, the GPU
 };
 
 Format format_of(ElementType t) {
@@ -47,8 +68,7 @@ std::string help_footer() {
   return s;
 }
 
-int run_attention(const AttentionArgs& a) {
-  const TensorFile q = read_tensor_file(a.q), k = read_tensor_file(a.k), v = read_tensor_file(a.v);
+attention::Pipeline make_pipeline(const AttentionArgs& a, const TensorFile& q, const TensorFile& v) {
   attention::Pipeline pipeline = attention::preset(a.preset, q.tensor.dim);
   pipeline.output = format_of(q.type);
   for (const auto& s : a.sets)
@@ -56,53 +76,145 @@ int run_attention(const AttentionArgs& a) {
   if (auto why = pipeline.validate(q.tensor.dim, v.tensor.dim))
     throw std::invalid_argument("preset " + a.preset + " with these stages cannot run on head dimension " +
                                 std::to_string(q.tensor.dim) + ": " + *why);
+  return pipeline;
+}
 
-  const auto start = std::chrono::steady_clock::now();
-  const attention::ForwardResult r = attention::forward(
+attention::ForwardResult emulate(const AttentionArgs& a, const attention::Pipeline& pipeline, const TensorFile& q,
+                                 const TensorFile& k, const TensorFile& v) {
+  return attention::forward(
       pipeline, q.tensor, k.tensor, v.tensor,
       {.causal = a.causal, .threads = a.threads, .keep_operands = false, .q_name = a.q, .k_name = a.k, .v_name = a.v});
-  const double emulated = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+AttentionRun run_emulated(const AttentionArgs& a, const TensorFile& q, const TensorFile& k, const TensorFile& v) {
+  const attention::Pipeline pipeline = make_pipeline(a, q, v);
+  const auto start = std::chrono::steady_clock::now();
+  const attention::ForwardResult r = emulate(a, pipeline, q, k, v);
+  AttentionRun run{r.rounded_output(), pipeline.output, "preset " + pipeline.name + ": " + pipeline.follows,
+                   attention::stage_values(pipeline),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), "emulated"};
+  return run;
+}
+
+#if defined(LOWBIT_HAVE_KERNELS)
+// The sage2-8b kernel on the GPU; nothing when there is none (the caller exits 77).
+std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q, const TensorFile& k, const TensorFile& v) {
+  namespace ka = kernels::attention;
+  if (a.preset != "sage2-8b")
+    throw std::invalid_argument("--device gpu runs the sage2-8b kernel (kernels/attention/); preset " + a.preset +
+                                " has no kernel here");
+  if (!a.sets.empty()) throw std::invalid_argument("--device gpu: --set changes an emulated stage; the kernel runs its recipe");
+  for (const auto& [file, name] : {std::pair{&q, &a.q}, std::pair{&k, &a.k}, std::pair{&v, &a.v}})
+    if (file->type != ElementType::f16 && file->type != ElementType::bf16)
+      throw std::invalid_argument(*name + ": --device gpu takes float16 or bfloat16 tensors (the kernel's inputs), not " +
+                                  std::string(to_string(file->type)));
+  if (k.type != q.type || v.type != q.type)
+    throw std::invalid_argument("--device gpu: Q, K and V must share one format (" + std::string(to_string(q.type)) + ", " +
+                                std::string(to_string(k.type)) + ", " + std::string(to_string(v.type)) + ")");
+  const Tensor4 &tq = q.tensor, &tk = k.tensor, &tv = v.tensor;
+  if (tk.batch != tq.batch || tv.batch != tq.batch || tk.heads != tv.heads || tk.tokens != tq.tokens ||
+      tv.tokens != tq.tokens || tk.dim != tq.dim || tv.dim != tq.dim)
+    throw std::invalid_argument("--device gpu: the kernel takes Q " + tq.shape_text() + ", K and V of the same batch, tokens " +
+                                "and dimension (K " + tk.shape_text() + ", V " + tv.shape_text() + ")");
+  ka::Sage2Problem p;
+  p.batch = tq.batch;
+  p.heads_q = tq.heads;
+  p.heads_kv = tk.heads;
+  p.tokens = tq.tokens;
+  p.head_dim = tq.dim;
+  p.causal = a.causal;
+  p.dtype = q.type == ElementType::f16 ? ka::DType::fp16 : ka::DType::bf16;
+  if (auto why = p.validate()) throw std::invalid_argument("--device gpu: " + *why);
+  const auto gpu = require_gpu("attention --device gpu");
+  if (!gpu) return std::nullopt;
+  const Format& f = format_of(q.type);
+  const auto codes = [&](const Tensor4& t) {  // exact: the values came from f
+    std::vector<std::uint16_t> c(t.values.size());
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = std::uint16_t(encode(f, t.values[i]));
+    return c;
+  };
+  const std::vector<std::uint16_t> cq = codes(tq), ck = codes(tk), cv = codes(tv);
+  const auto start = std::chrono::steady_clock::now();
+  const ka::Sage2HostResult r = ka::sage2_attention_host(p, cq, ck, cv);
+  AttentionRun run{Tensor4(tq.batch, tq.heads, tq.tokens, tq.dim), f,
+                   "the sage2-8b kernel (kernels/attention/, recipe sage2_hopper.hpp) on " + gpu->name,
+                   {},
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   "on the GPU, copies included"};
+  for (std::size_t i = 0; i < r.out.size(); ++i) run.rounded.values[i] = float(decode(f, r.out[i]));
+  run.extra["gpu"] = gpu_provenance(*gpu);
+  if (a.check) {  // the emulated preset on the same tensors: every output code and LSE
+    const attention::ForwardResult e = emulate(a, make_pipeline(a, q, v), q, k, v);
+    std::uint64_t outputs = 0, lse = 0;
+    for (std::size_t i = 0; i < r.out.size(); ++i) outputs += r.out[i] != e.output_codes[i];
+    for (std::size_t i = 0; i < r.lse.size(); ++i) lse += std::bit_cast<std::uint32_t>(r.lse[i]) != std::bit_cast<std::uint32_t>(e.lse[i]);
+    fmt::print("--check against the emulated sage2-8b: {} of {} output codes and {} of {} LSE differ\n", outputs,
+               r.out.size(), lse, r.lse.size());
+    run.extra["check"] = {{"outputs_compared", r.out.size()}, {"mismatches", outputs}, {"lse_compared", r.lse.size()},
+                          {"lse_mismatches", lse}};
+  }
+  return run;
+}
+#endif
+
+int run_attention(const AttentionArgs& a) {
+  const TensorFile q = read_tensor_file(a.q), k = read_tensor_file(a.k), v = read_tensor_file(a.v);
+  AttentionRun run;
+  if (a.device == "gpu") {
+#if defined(LOWBIT_HAVE_KERNELS)
+    auto gpu = run_gpu(a, q, k, v);
+    if (!gpu) return kSkipped;
+    run = std::move(*gpu);
+#else
+    fmt::print(stderr, "lowbit attention --device gpu: this build has no CUDA kernels; skipped\n");
+    return 77;
+#endif
+  } else {
+    if (a.check) throw std::invalid_argument("--check compares the GPU kernel with the emulation: it needs --device gpu");
+    run = run_emulated(a, q, k, v);
+  }
+  const auto start = std::chrono::steady_clock::now();
   const ReferenceAttention ref = reference_attention(q.tensor, k.tensor, v.tensor, {.causal = a.causal, .threads = a.threads});
-  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const Tensor4 rounded = r.rounded_output();
-  const std::vector<double> approximation(rounded.values.begin(), rounded.values.end());
+  const double reference_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<double> approximation(run.rounded.values.begin(), run.rounded.values.end());
   const ErrorMetrics m = compare(ref.output, approximation);
 
-  fmt::print("preset {}: {}\n", pipeline.name, pipeline.follows);
-  for (const auto& [stage, value] : attention::stage_values(pipeline)) fmt::print("  {:<15} {}\n", stage, value);
+  fmt::print("{}\n", run.title);
+  for (const auto& [stage, value] : run.stages) fmt::print("  {:<15} {}\n", stage, value);
   fmt::print("Q {} {} ({}), K {} {}, V {} {}; {}; output {}\n", q.tensor.shape_text(), to_string(q.type), a.q,
              k.tensor.shape_text(), to_string(k.type), v.tensor.shape_text(), to_string(v.type),
-             a.causal ? "causal" : "not causal", format_name(pipeline.output));
+             a.causal ? "causal" : "not causal", format_name(run.output));
   fmt::print("against float64 attention: cosine {:.8f}  rel_l1 {:.6g}  rmse {:.6g}  max_abs {:.6g}\n", m.cosine,
              m.relative_l1, m.rmse, m.max_abs);
-  fmt::print("({:.2f} s emulated, {:.2f} s with the reference)\n", emulated, total - emulated);
+  fmt::print("({:.2f} s {}, {:.2f} s with the reference)\n", run.seconds, run.timing, reference_seconds);
 
   if (!a.out.empty()) {
-    std::vector<std::size_t> shape{std::size_t(rounded.batch), std::size_t(rounded.heads), std::size_t(rounded.tokens),
-                                   std::size_t(rounded.dim)};
-    write_npy(a.out, shape, rounded.values);
-    fmt::print("wrote {} (float32 holding the {} output)\n", a.out, format_name(pipeline.output));
+    std::vector<std::size_t> shape{std::size_t(run.rounded.batch), std::size_t(run.rounded.heads),
+                                   std::size_t(run.rounded.tokens), std::size_t(run.rounded.dim)};
+    write_npy(a.out, shape, run.rounded.values);
+    fmt::print("wrote {} (float32 holding the {} output)\n", a.out, format_name(run.output));
   }
   if (!a.metrics_json.empty()) {
     nlohmann::json stages = nlohmann::json::object();
-    for (const auto& [stage, value] : attention::stage_values(pipeline)) stages[stage] = value;
-    experiments::RunInfo run;
-    run.program = "lowbit attention";
-    run.command = a.command;
-    run.inputs = {a.q, a.k, a.v};
-    run.formats = {{"q", to_string(q.type)}, {"k", to_string(k.type)}, {"v", to_string(v.type)},
-                   {"output", format_name(pipeline.output)}};
-    run.config = {{"preset", pipeline.name}, {"stages", stages}, {"causal", a.causal}};
+    for (const auto& [stage, value] : run.stages) stages[stage] = value;
+    experiments::RunInfo info;
+    info.program = "lowbit attention";
+    info.command = a.command;
+    info.inputs = {a.q, a.k, a.v};
+    info.formats = {{"q", to_string(q.type)}, {"k", to_string(k.type)}, {"v", to_string(v.type)},
+                    {"output", format_name(run.output)}};
+    info.config = {{"preset", a.preset}, {"stages", stages}, {"causal", a.causal}, {"device", a.device}};
     const std::filesystem::path path(a.metrics_json);
-    experiments::ResultDirectory folder(path.parent_path().empty() ? "." : path.parent_path(), run);
-    folder.json(path.filename().string(), {{"cosine", m.cosine},
-                                          {"rel_l1", m.relative_l1},
-                                          {"rmse", m.rmse},
-                                          {"max_abs", m.max_abs},
-                                          {"count", m.count},
-                                          {"run", run.to_json()}});
+    experiments::ResultDirectory folder(path.parent_path().empty() ? "." : path.parent_path(), info);
+    nlohmann::json doc{{"cosine", m.cosine}, {"rel_l1", m.relative_l1}, {"rmse", m.rmse},
+                       {"max_abs", m.max_abs}, {"count", m.count},       {"run", info.to_json()}};
+    for (const auto& [key, value] : run.extra.items()) doc[key] = value;
+    folder.json(path.filename().string(), doc);
     fmt::print("wrote {}\n", a.metrics_json);
   }
+  if (run.extra.contains("check") &&
+      (run.extra["check"]["mismatches"].get<std::uint64_t>() || run.extra["check"]["lse_mismatches"].get<std::uint64_t>()))
+    return 1;
   return 0;
 }
 
@@ -125,6 +237,14 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
   cmd->add_option("--out", args->out, "write the rounded output here (.npy, float32, [batch, heads, tokens, dim])");
   cmd->add_option("--metrics-json", args->metrics_json, "write cosine, rel_l1, rmse, max_abs (and the run) as JSON");
   cmd->add_option("--threads", args->threads, "threads (0: every core)")->capture_default_str();
+  cmd->add_option("--device", args->device,
+                  "cpu: the emulated pipeline; gpu: the sage2-8b kernel on a Hopper GPU (preset sage2-8b, no --set; "
+                  "float16/bfloat16 inputs, d 64 or 128; exits 77 where there is no GPU)")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
+  cmd->add_flag("--check", args->check,
+                "with --device gpu: also run the emulated sage2-8b and count the output codes and LSE that differ "
+                "(exit 1 if any)");
   cmd->footer(help_footer());
   cmd->callback([&exit_code, args] { exit_code = run_attention(*args); });
 }

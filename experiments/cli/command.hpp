@@ -17,6 +17,7 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command);
 #if defined(LOWBIT_HAVE_KERNELS)
 void add_verify_cvt_command(CLI::App& app, int& exit_code);  // verify-cvt (GPU)
 void add_verify_gpu_command(CLI::App& app, int& exit_code);  // verify-gpu (GPU)
+void add_verify_exp2_command(CLI::App& app, int& exit_code);  // verify-exp2 (GPU)
 #endif
 
 }  // namespace lowbit::cli

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
 #if defined(LOWBIT_HAVE_KERNELS)
   lowbit::cli::add_verify_cvt_command(app, exit_code);
   lowbit::cli::add_verify_gpu_command(app, exit_code);
+  lowbit::cli::add_verify_exp2_command(app, exit_code);
 #endif
   try {
     app.parse(argc, argv);

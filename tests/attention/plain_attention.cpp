@@ -268,7 +268,10 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             if (pl.smoothing.v) y = st::add_value_mean(y, V.mean[std::size_t(c)]);
             out.output[at * dv + c] = y;
           }
-          out.lse[at] = pl.exponential.log_sum_exp(offset, l);
+          float bias = 0.0f;  // the row bias K smoothing removed
+          if (pl.smoothing.k)
+            bias = st::smoothing_bias([&](int c) { return qs[std::size_t(i)](row, c); }, K.mean.data(), d, sm);
+          out.lse[at] = pl.exponential.log_sum_exp(offset, l, bias);
         }
       }
     }

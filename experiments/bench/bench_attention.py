@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""bench_attention on the GPU, with PyTorch SDPA measured in the same run.
+
+Runs the bench_attention binary (lowbit: the kernel on pre-quantized inputs; lowbit_e2e: from fp16,
+quantization included), then times PyTorch SDPA with the flash backend (sdpa_flash,
+FlashAttention-2) and the cuDNN backend (sdpa_cudnn) on fp16 inputs of the same shapes: batch 4,
+32 heads, N = 1K .. 32K, d = 64 and 128, causal and not. TOPS = 4 B H N^2 d / time, halved for
+causal; median of --repeats timed runs (CUDA events around each) after --warmup runs. Writes
+<out>/<gpu>.csv (gpu,kernel,d,causal,n,tops), <out>/<gpu>.provenance.json and prints a table.
+"""
+import argparse
+import json
+import pathlib
+import re
+import statistics
+import subprocess
+import sys
+
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+
+def time_sdpa(backend, b, h, n, d, causal, warmup, repeats):
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    with sdpa_kernel(backend):
+        for _ in range(warmup):
+            run()
+        times = []
+        for _ in range(repeats):
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--binary", required=True, help="the bench_attention executable")
+    parser.add_argument("--out", default="build/results/bench_attention")
+    parser.add_argument("--tokens", default="1024,2048,4096,8192,16384,32768")
+    parser.add_argument("--dims", default="64,128")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    lowbit_json = out / "lowbit.json"
+    subprocess.run([args.binary, "--batch", str(args.batch), "--heads", str(args.heads), "--tokens", args.tokens,
+                    "--dims", args.dims, "--causal", "no,yes", "--warmup", str(args.warmup), "--repeats",
+                    str(args.repeats), "--json", str(lowbit_json)], check=True)
+    lowbit = json.loads(lowbit_json.read_text())
+    gpu = torch.cuda.get_device_name()
+    rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in lowbit["measurements"]]
+    for d in map(int, args.dims.split(",")):
+        for causal in (False, True):
+            for n in map(int, args.tokens.split(",")):
+                ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
+                for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+                    try:
+                        ms = time_sdpa(backend, args.batch, args.heads, n, d, causal, args.warmup, args.repeats)
+                        rows.append((name, d, causal, n, ops / (ms * 1e-3) / 1e12))
+                    except RuntimeError as e:
+                        print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
+                    torch.cuda.empty_cache()
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
+    csv = out / f"{slug}.csv"
+    with csv.open("w") as f:
+        f.write("gpu,kernel,d,causal,n,tops\n")
+        for kernel, d, causal, n, tops in rows:
+            f.write(f"{gpu},{kernel},{d},{int(causal)},{n},{tops:.1f}\n")
+    provenance = {"lowbit": lowbit["provenance"], "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+                  "method": lowbit["method"] + "; SDPA timed the same way with torch.cuda.Event in the same run",
+                  "command": " ".join(sys.argv)}
+    (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    table = {}
+    for kernel, d, causal, n, tops in rows:
+        table.setdefault((d, causal, n), {})[kernel] = tops
+    kernels = ["lowbit", "lowbit_e2e", "sdpa_flash", "sdpa_cudnn"]
+    print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>11}" for k in kernels) + f" {'x flash':>8} {'x cudnn':>8}")
+    for (d, causal, n), t in sorted(table.items()):
+        ratio = lambda other: t.get("lowbit", 0) / t[other] if t.get(other) else float("nan")
+        print(f"{d:>4} {int(causal):>6} {n:>6} " + " ".join(f"{t.get(k, float('nan')):>11.1f}" for k in kernels)
+              + f" {ratio('sdpa_flash'):>8.2f} {ratio('sdpa_cudnn'):>8.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+// lowbit verify-exp2: the GPU's exponential. MUFU.EX2 (ex2.approx.ftz.f32) and the reproducible
+// steps::poly_exp2 against the correctly rounded exp2, and the device's poly_exp2 against the
+// host's on every float32 input, bit for bit.
+#include <algorithm>
+#include <bit>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "emulation/attention/kernel_steps.hpp"
+#include "experiments/cli/command.hpp"
+#include "experiments/cli/gpu_run.hpp"
+#include "kernels/probes/exp2_probe.hpp"
+#include "numerics/parallel.hpp"
+
+namespace lowbit::cli {
+namespace {
+
+namespace steps = lowbit::attention::steps;
+using kernels::Exp2Accuracy;
+using kernels::Exp2Implementation;
+
+struct Args {
+  std::uint32_t stride = 1;
+  std::string output;
+};
+
+struct Measured {
+  const char* name;
+  Exp2Implementation implementation;
+  float lo, hi;
+};
+
+// The ranges: what softmax feeds MUFU.EX2 (x <= 0, down to where results are subnormal), and the
+// range over which poly_exp2 is specified ([-125, 0]; below -125 it returns 0).
+const Measured kMeasured[] = {
+    {"ex2.approx.ftz.f32", Exp2Implementation::ex2_approx, -150.0f, 0.0f},
+    {"poly_exp2 degree 5", Exp2Implementation::poly_degree5, steps::kExp2Lowest, 0.0f},
+    {"poly_exp2 degree 6", Exp2Implementation::poly_degree6, steps::kExp2Lowest, 0.0f},
+};
+
+nlohmann::ordered_json accuracy_json(const Measured& m, const Exp2Accuracy& a) {
+  return {{"implementation", m.name},
+          {"range", {m.lo, m.hi}},
+          {"inputs", a.inputs},
+          {"normal_results", a.normal_results},
+          {"ulps_0", a.ulps[0]},
+          {"ulps_1", a.ulps[1]},
+          {"ulps_2", a.ulps[2]},
+          {"ulps_3_or_more", a.ulps[3]},
+          {"correctly_rounded_percent", 100.0 * double(a.ulps[0]) / double(a.normal_results)},
+          {"max_ulps", a.max_ulps},
+          {"worst_input", fmt::format("0x{:08x} ({:a})", a.worst_input, std::bit_cast<float>(a.worst_input))},
+          {"uncertain_reference", a.uncertain_reference}};
+}
+
+struct Agreement {
+  std::uint64_t inputs = 0, mismatches = 0;
+  std::uint32_t first_mismatch = 0;
+};
+
+constexpr std::size_t kChunk = std::size_t{1} << 27;
+constexpr std::size_t kBlock = 1 << 16;
+
+// The device's poly_exp2 against the host's over inputs 0, stride, 2 stride, ... (all 2^32 at 1).
+Agreement compare_poly(int degree, std::uint32_t stride) {
+  const steps::Exp2Poly poly = degree == 5 ? steps::exp2_degree5() : steps::exp2_degree6();
+  const std::uint64_t total = ((std::uint64_t{1} << 32) + stride - 1) / stride;
+  std::vector<std::uint32_t> device(std::size_t(std::min<std::uint64_t>(kChunk, total)));
+  std::vector<std::uint64_t> mismatches(worker_count(), 0);
+  std::vector<std::uint32_t> first(worker_count(), 0xffffffffu);
+  for (std::uint64_t done = 0; done < total; done += device.size()) {
+    const std::size_t n = std::size_t(std::min<std::uint64_t>(device.size(), total - done));
+    const auto start = std::uint32_t(done * stride);
+    kernels::device_poly_exp2(degree, start, stride, std::span(device).first(n));
+    parallel_for((n + kBlock - 1) / kBlock, [&](std::size_t block, unsigned worker) {
+      const std::size_t end = std::min(n, (block + 1) * kBlock);
+      for (std::size_t i = block * kBlock; i < end; ++i) {
+        const auto input = std::uint32_t(start + i * stride);
+        if (std::bit_cast<std::uint32_t>(steps::poly_exp2(std::bit_cast<float>(input), poly)) != device[i]) {
+          ++mismatches[worker];
+          first[worker] = std::min(first[worker], input);
+        }
+      }
+    });
+  }
+  Agreement r;
+  r.inputs = total;
+  for (unsigned w = 0; w < worker_count(); ++w) r.mismatches += mismatches[w];
+  r.first_mismatch = *std::min_element(first.begin(), first.end());
+  return r;
+}
+
+int run_verify_exp2(const Args& args) {
+  const auto gpu = require_gpu("verify-exp2");
+  if (!gpu) return kSkipped;
+  nlohmann::ordered_json accuracy = nlohmann::ordered_json::array();
+  fmt::print("{:<20} {:>18} {:>12} {:>10} {:>9} {:>9} {:>9} {:>9} {:>9}\n", "exp2", "range", "normal", "exact %",
+             "0 ulp", "1 ulp", "2 ulps", ">=3", "max ulp");
+  for (const Measured& m : kMeasured) {
+    const Exp2Accuracy a = kernels::measure_exp2(m.implementation, m.lo, m.hi);
+    accuracy.push_back(accuracy_json(m, a));
+    fmt::print("{:<20} {:>18} {:>12} {:>10.4f} {:>9} {:>9} {:>9} {:>9} {:>9}\n", m.name,
+               fmt::format("[{}, {}]", m.lo, m.hi), a.normal_results, 100.0 * double(a.ulps[0]) / double(a.normal_results),
+               a.ulps[0], a.ulps[1], a.ulps[2], a.ulps[3], a.max_ulps);
+  }
+  nlohmann::ordered_json agreement = nlohmann::ordered_json::array();
+  std::uint64_t all_mismatches = 0;
+  for (int degree : {5, 6}) {
+    const auto start = std::chrono::steady_clock::now();
+    const Agreement a = compare_poly(degree, args.stride);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    all_mismatches += a.mismatches;
+    fmt::print("device poly_exp2 degree {} vs host: {} inputs, {} mismatches ({:.1f} s)\n", degree, a.inputs,
+               a.mismatches, seconds);
+    agreement.push_back({{"degree", degree},
+                         {"inputs", a.inputs},
+                         {"mismatches", a.mismatches},
+                         {"first_mismatch", a.mismatches ? fmt::format("0x{:08x}", a.first_mismatch) : ""}});
+  }
+  if (!args.output.empty()) {
+    nlohmann::ordered_json doc;
+    doc["what"] =
+        "exp2 on the GPU: ulp distance from the correctly rounded exp2 (double exp2 rounded to float) over every float in "
+        "the range whose result is normal; and the device's steps::poly_exp2 against the host's, bit for bit";
+    doc["command"] = fmt::format("lowbit verify-exp2 --stride {}", args.stride);
+    doc["provenance"] = gpu_provenance(*gpu);
+    doc["accuracy"] = accuracy;
+    doc["device_vs_host_poly_exp2"] = agreement;
+    write_json(args.output, doc);
+  }
+  return all_mismatches == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_verify_exp2_command(CLI::App& app, int& exit_code) {
+  auto args = std::make_shared<Args>();
+  auto* cmd = app.add_subcommand(
+      "verify-exp2",
+      "Measure the GPU's ex2.approx.ftz.f32 and the reproducible poly_exp2 against the correctly rounded exp2, and\n"
+      "compare the device's poly_exp2 with the host's on every float32 input. Exit 0: device = host; 1: mismatches;\n"
+      "77: no GPU.");
+  cmd->add_option("--stride", args->stride, "Compare poly_exp2 on inputs 0, s, 2s, ... only (1: all 2^32)")
+      ->check(CLI::Range(1u, 0xffffffffu))
+      ->capture_default_str();
+  cmd->add_option("--output", args->output, "Write the results with provenance to this JSON file");
+  cmd->callback([&exit_code, args] { exit_code = run_verify_exp2(*args); });
+}
+
+}  // namespace lowbit::cli

@@ -1,0 +1,288 @@
+// Host side of SageAttention2-8b: validation, buffers, launches, the host-tensor convenience.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/attention/sage2_attention.hpp"
+#include "kernels/attention/sage2_kernels.cuh"
+#include "kernels/device.hpp"
+
+namespace lowbit::kernels::attention {
+namespace {
+
+constexpr int kMaxTokens = 1 << 22;  // keeps every row index and padded size within int
+constexpr int kMaxGridDim = 65535;
+
+int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+std::string describe(const Sage2Problem& p) {
+  return "sage2 attention (batch=" + std::to_string(p.batch) + ", heads_q=" + std::to_string(p.heads_q) +
+         ", heads_kv=" + std::to_string(p.heads_kv) + ", tokens=" + std::to_string(p.tokens) +
+         ", head_dim=" + std::to_string(p.head_dim) + ")";
+}
+
+// The current device must be a Hopper GPU (sm_90): the kernels are built for sm_90a only.
+void require_hopper() {
+  int device = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device), "cudaDeviceGetAttribute");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device), "cudaDeviceGetAttribute");
+  if (major != 9 || minor != 0)
+    throw std::invalid_argument("sage2 attention needs a Hopper GPU (sm_90, built for sm_90a); device " +
+                                std::to_string(device) + " is sm_" + std::to_string(major) + std::to_string(minor));
+}
+
+void require_valid(const Sage2Problem& p) {
+  if (auto why = p.validate()) throw std::invalid_argument(describe(p) + ": " + *why);
+}
+
+void require_aligned(const void* pointer, std::size_t alignment, const char* name) {
+  if (pointer == nullptr) throw std::invalid_argument(std::string("sage2 attention: ") + name + " is a null pointer");
+  if (reinterpret_cast<std::uintptr_t>(pointer) % alignment != 0)
+    throw std::invalid_argument(std::string("sage2 attention: ") + name + " is not " + std::to_string(alignment) +
+                                "-byte aligned");
+}
+
+detail::TensorStrides strides(const Sage2Problem& p, int heads) {
+  const long long d = p.head_dim, n = p.tokens, h = heads;
+  if (p.layout == Layout::bhnd) return {h * n * d, n * d, d};
+  return {n * h * d, d, h * d};
+}
+
+template <class T>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t count) : count_(count) {
+    check_cuda(cudaMalloc(&data_, count * sizeof(T)), "cudaMalloc (sage2 attention)");
+  }
+  ~DeviceBuffer() { cudaFree(data_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  T* get() const { return data_; }
+  void upload(std::span<const T> host) {
+    check_cuda(cudaMemcpy(data_, host.data(), count_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  }
+  std::vector<T> download() const {
+    std::vector<T> host(count_);
+    check_cuda(cudaMemcpy(host.data(), data_, count_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+    return host;
+  }
+
+ private:
+  std::size_t count_;
+  T* data_ = nullptr;
+};
+
+template <class T>
+std::vector<T> download(const T* device, std::size_t count) {
+  std::vector<T> host(count);
+  check_cuda(cudaMemcpy(host.data(), device, count * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy (download)");
+  return host;
+}
+
+// NaN/Inf in fp16/bf16 codes: all exponent bits set.
+void require_finite(const Sage2Problem& p, std::span<const std::uint16_t> x, const char* name) {
+  const std::uint16_t exponent = p.dtype == DType::fp16 ? 0x7c00 : 0x7f80;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if ((x[i] & exponent) == exponent)
+      throw std::invalid_argument(std::string("sage2 attention: ") + name + " holds a NaN or Inf at element " +
+                                  std::to_string(i) + " (code 0x" + [&] {
+                                    char hex[8];
+                                    std::snprintf(hex, sizeof hex, "%04x", x[i]);
+                                    return std::string(hex);
+                                  }() + "); the kernels take finite inputs");
+}
+
+}  // namespace
+
+std::optional<std::string> Sage2Problem::validate() const {
+  if (auto why = recipe().validate()) return why;
+  if (batch < 1 || heads_q < 1 || heads_kv < 1 || tokens < 1)
+    return "batch, heads_q, heads_kv and tokens must be >= 1";
+  if (heads_q % heads_kv != 0)
+    return "heads_q=" + std::to_string(heads_q) + " is not a multiple of heads_kv=" + std::to_string(heads_kv) +
+           " (GQA groups whole Q heads per KV head)";
+  if (tokens > kMaxTokens) return "tokens=" + std::to_string(tokens) + " exceeds " + std::to_string(kMaxTokens);
+  if (batch > kMaxGridDim || heads_q + heads_kv > kMaxGridDim)
+    return "batch and heads_q + heads_kv must be at most " + std::to_string(kMaxGridDim);
+  if (dtype != DType::fp16 && dtype != DType::bf16) return "dtype must be fp16 or bf16";
+  if (layout != Layout::bhnd && layout != Layout::bnhd)
+    return "layout must be [batch, heads, tokens, dim] or [batch, tokens, heads, dim]";
+  return std::nullopt;
+}
+
+int Sage2Problem::padded_q() const { return round_up(tokens, recipe().block_q); }
+int Sage2Problem::padded_kv() const { return round_up(tokens, recipe().block_kv); }
+int Sage2Problem::q_groups() const {
+  return quant::derive_groups(recipe().qk_tiling(), quant::GroupScope::thread).q.count;
+}
+int Sage2Problem::k_groups() const {
+  return quant::derive_groups(recipe().qk_tiling(), quant::GroupScope::thread).k.count;
+}
+int Sage2Problem::key_chunks() const { return (tokens + recipe().key_mean_chunk - 1) / recipe().key_mean_chunk; }
+std::size_t Sage2Problem::element_offset(int b, int h, int t, int heads) const {
+  const std::size_t d = std::size_t(head_dim), n = std::size_t(tokens), hs = std::size_t(heads);
+  return layout == Layout::bhnd ? ((std::size_t(b) * hs + std::size_t(h)) * n + std::size_t(t)) * d
+                                : ((std::size_t(b) * n + std::size_t(t)) * hs + std::size_t(h)) * d;
+}
+
+QuantizedSizes QuantizedSizes::of(const Sage2Problem& p) {
+  const std::size_t b = std::size_t(p.batch), hq = std::size_t(p.heads_q), hkv = std::size_t(p.heads_kv);
+  const std::size_t d = std::size_t(p.head_dim), pq = std::size_t(p.padded_q()), pkv = std::size_t(p.padded_kv());
+  const auto recipe = p.recipe();
+  QuantizedSizes s{};
+  s.q_codes = b * hq * pq * d;
+  s.q_scales = b * hq * (pq / std::size_t(recipe.block_q)) * std::size_t(p.q_groups());
+  s.q_bias = b * hq * pq;
+  s.k_codes = b * hkv * pkv * d;
+  s.k_scales = b * hkv * (pkv / std::size_t(recipe.block_kv)) * std::size_t(p.k_groups());
+  s.k_mean = b * hkv * d;
+  s.v_codes = b * hkv * d * pkv;
+  s.v_scales = b * hkv * d;
+  s.k_chunk_sums = s.v_chunk_amax = b * hkv * std::size_t(p.key_chunks()) * d;
+  return s;
+}
+
+Sage2Workspace::Sage2Workspace(const Sage2Problem& problem) {
+  require_valid(problem);
+  sizes_ = QuantizedSizes::of(problem);
+  const auto allocate = [](auto*& pointer, std::size_t count) {
+    check_cuda(cudaMalloc(&pointer, count * sizeof(*pointer)), "cudaMalloc (sage2 workspace)");
+  };
+  try {
+    allocate(buffers_.q_codes, sizes_.q_codes);
+    allocate(buffers_.q_scales, sizes_.q_scales);
+    allocate(buffers_.q_bias, sizes_.q_bias);
+    allocate(buffers_.k_codes, sizes_.k_codes);
+    allocate(buffers_.k_scales, sizes_.k_scales);
+    allocate(buffers_.k_mean, sizes_.k_mean);
+    allocate(buffers_.v_codes, sizes_.v_codes);
+    allocate(buffers_.v_scales, sizes_.v_scales);
+    allocate(buffers_.k_chunk_sums, sizes_.k_chunk_sums);
+    allocate(buffers_.v_chunk_amax, sizes_.v_chunk_amax);
+  } catch (...) {
+    this->~Sage2Workspace();
+    throw;
+  }
+}
+
+Sage2Workspace::~Sage2Workspace() {
+  for (void* p : {(void*)buffers_.q_codes, (void*)buffers_.q_scales, (void*)buffers_.q_bias, (void*)buffers_.k_codes, (void*)buffers_.k_scales,
+                  (void*)buffers_.k_mean, (void*)buffers_.v_codes, (void*)buffers_.v_scales,
+                  (void*)buffers_.k_chunk_sums, (void*)buffers_.v_chunk_amax})
+    cudaFree(p);
+  buffers_ = {};
+}
+
+void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
+                    const QuantizedDevice& quantized, std::uintptr_t stream) {
+  require_valid(problem);
+  require_hopper();
+  require_aligned(q, 2, "q");
+  require_aligned(k, 2, "k");
+  require_aligned(v, 2, "v");
+  detail::upload_groups(problem.head_dim);
+  detail::QuantizeParams p;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.q_strides = strides(problem, problem.heads_q);
+  p.kv_strides = strides(problem, problem.heads_kv);
+  p.out = quantized;
+  p.batch = problem.batch;
+  p.heads_q = problem.heads_q;
+  p.heads_kv = problem.heads_kv;
+  p.tokens = problem.tokens;
+  p.padded_q = problem.padded_q();
+  p.padded_kv = problem.padded_kv();
+  p.key_chunks = problem.key_chunks();
+  p.q_groups = problem.q_groups();
+  p.k_groups = problem.k_groups();
+  p.softmax_scale_log2 = lowbit::attention::steps::softmax_scale_log2(problem.head_dim);
+  detail::launch_statistics(p, problem.dtype, problem.head_dim, stream);
+  detail::launch_quantize(p, problem.dtype, problem.head_dim, stream);
+}
+
+void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevice& quantized, void* out, float* lse,
+                               std::uintptr_t stream) {
+  require_valid(problem);
+  require_hopper();
+  require_aligned(out, 4, "out");
+  require_aligned(lse, 4, "lse");
+  detail::upload_groups(problem.head_dim);
+  detail::AttentionParams p;
+  p.q_codes = quantized.q_codes;
+  p.q_scales = quantized.q_scales;
+  p.q_bias = quantized.q_bias;
+  p.k_codes = quantized.k_codes;
+  p.k_scales = quantized.k_scales;
+  p.v_codes = quantized.v_codes;
+  p.v_scales = quantized.v_scales;
+  p.out = out;
+  p.lse = lse;
+  p.out_strides = strides(problem, problem.heads_q);
+  p.batch = problem.batch;
+  p.heads_q = problem.heads_q;
+  p.heads_kv = problem.heads_kv;
+  p.tokens = problem.tokens;
+  p.padded_q = problem.padded_q();
+  p.padded_kv = problem.padded_kv();
+  p.q_groups = problem.q_groups();
+  p.k_groups = problem.k_groups();
+  detail::launch_attention(p, problem.dtype, problem.head_dim, problem.causal, stream);
+}
+
+void sage2_attention(const Sage2Problem& problem, const void* q, const void* k, const void* v,
+                     const Sage2Workspace& workspace, void* out, float* lse, std::uintptr_t stream) {
+  sage2_quantize(problem, q, k, v, workspace.buffers(), stream);
+  sage2_attention_quantized(problem, workspace.buffers(), out, lse, stream);
+}
+
+Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<const std::uint16_t> q,
+                                     std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
+                                     bool keep_quantized) {
+  require_valid(problem);
+  const std::size_t q_size = problem.elements(problem.heads_q), kv_size = problem.elements(problem.heads_kv);
+  const auto require_size = [&](std::span<const std::uint16_t> x, std::size_t size, const char* name) {
+    if (x.size() != size)
+      throw std::invalid_argument(describe(problem) + ": " + name + " has " + std::to_string(x.size()) +
+                                  " elements, the problem needs " + std::to_string(size));
+  };
+  require_size(q, q_size, "q");
+  require_size(k, kv_size, "k");
+  require_size(v, kv_size, "v");
+  require_finite(problem, q, "q");
+  require_finite(problem, k, "k");
+  require_finite(problem, v, "v");
+  require_hopper();
+  DeviceBuffer<std::uint16_t> dq(q_size), dk(kv_size), dv(kv_size), dout(q_size);
+  DeviceBuffer<float> dlse(std::size_t(problem.batch) * problem.heads_q * problem.tokens);
+  dq.upload(q);
+  dk.upload(k);
+  dv.upload(v);
+  Sage2Workspace workspace(problem);
+  sage2_attention(problem, dq.get(), dk.get(), dv.get(), workspace, dout.get(), dlse.get());
+  check_cuda(cudaDeviceSynchronize(), "sage2 attention kernels");
+  Sage2HostResult result;
+  result.out = dout.download();
+  result.lse = dlse.download();
+  if (keep_quantized) {
+    const QuantizedDevice& b = workspace.buffers();
+    const QuantizedSizes& s = workspace.sizes();
+    result.quantized.q_codes = download(b.q_codes, s.q_codes);
+    result.quantized.q_scales = download(b.q_scales, s.q_scales);
+    result.quantized.q_bias = download(b.q_bias, s.q_bias);
+    result.quantized.k_codes = download(b.k_codes, s.k_codes);
+    result.quantized.k_scales = download(b.k_scales, s.k_scales);
+    result.quantized.k_mean = download(b.k_mean, s.k_mean);
+    result.quantized.v_codes = download(b.v_codes, s.v_codes);
+    result.quantized.v_scales = download(b.v_scales, s.v_scales);
+  }
+  return result;
+}
+
+}  // namespace lowbit::kernels::attention

@@ -1,0 +1,132 @@
+// SageAttention2-8b on Hopper (sm_90a): the host API of the quantization and attention kernels.
+// Host code only; callers need no CUDA headers (device pointers are void*, streams an integer).
+//
+// What the kernels compute is the recipe of emulation/attention/sage2_hopper.hpp, step for step
+// through emulation/attention/kernel_steps.hpp, so the emulated `sage2-8b` pipeline predicts every
+// bit of the output and of the log-sum-exp:
+//   1. sage2_quantize: fp16/bf16 Q, K, V -> K mean (chunked double sums), per-thread INT8 Q (its
+//      scale folded with log2(e)/sqrt(d)) and K' = K - mean, per-channel E4M3 V stored as V^T.
+//   2. sage2_attention_quantized: S = Q K'^T (wgmma s8), online softmax, P in E4M3 at 448,
+//      P V (wgmma e4m3, FP22) flushed into fp32 every KV block; out in the input's format, LSE.
+// sage2_attention runs both.
+//
+// Quantized buffers (device, all contiguous; padded_q / padded_kv: tokens rounded up to the
+// recipe's block_q / block_kv, padding rows hold zero codes):
+//   q_codes  int8  [batch][heads_q][padded_q][head_dim]
+//   q_scales f32   [batch][heads_q][padded_q / block_q][q_groups]    (fold_softmax_scale applied)
+//   q_bias   f32   [batch][heads_q][padded_q]                         (steps::smoothing_bias, for the LSE)
+//   k_codes  int8  [batch][heads_kv][padded_kv][head_dim]              (K' = K - mean)
+//   k_scales f32   [batch][heads_kv][padded_kv / block_kv][k_groups]
+//   k_mean   f32   [batch][heads_kv][head_dim]
+//   v_codes  e4m3  [batch][heads_kv][head_dim][padded_kv]             (V^T; within every 32 keys,
+//                  position p holds key key_of_column[p], kernels/sm90/fragment.hpp)
+//   v_scales f32   [batch][heads_kv][head_dim]
+// Groups are numbered as quant::grouping::per_thread numbers them (thread_groups.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "emulation/attention/sage2_hopper.hpp"
+
+namespace lowbit::kernels::attention {
+
+enum class DType : std::uint8_t { fp16, bf16 };
+// The memory order of Q, K, V and the output: [batch, heads, tokens, dim] (PyTorch SDPA's) or
+// [batch, tokens, heads, dim] (flash-attn's). Both contiguous in dim.
+enum class Layout : std::uint8_t { bhnd, bnhd };
+
+struct Sage2Problem {
+  int batch = 1;
+  int heads_q = 1;
+  int heads_kv = 1;  // GQA: Q head h reads KV head h / (heads_q / heads_kv)
+  int tokens = 1;    // N, the same for Q and K/V
+  int head_dim = 128;
+  bool causal = false;  // key j visible to query i when j <= i
+  DType dtype = DType::fp16;
+  Layout layout = Layout::bhnd;
+
+  // Why the kernels cannot run this problem (head dim, head counts, sizes), or nothing.
+  std::optional<std::string> validate() const;
+  lowbit::attention::Sage2HopperRecipe recipe() const { return lowbit::attention::sage2_8b_hopper(head_dim); }
+
+  int padded_q() const;
+  int padded_kv() const;
+  int q_groups() const;   // Q groups per block_q rows
+  int k_groups() const;   // K groups per block_kv rows
+  int key_chunks() const;  // K-mean chunks of key_mean_chunk tokens
+  // Element offset of (b, h, t, 0) in Q/K/V/out (heads = heads_q or heads_kv).
+  std::size_t element_offset(int b, int h, int t, int heads) const;
+  std::size_t elements(int heads) const { return std::size_t(batch) * heads * tokens * head_dim; }
+};
+
+// Element counts of the quantized buffers (the layout in the header comment).
+struct QuantizedSizes {
+  std::size_t q_codes, q_scales, q_bias, k_codes, k_scales, k_mean, v_codes, v_scales;
+  std::size_t k_chunk_sums, v_chunk_amax;  // workspace of the K-mean and V-amax statistics
+  static QuantizedSizes of(const Sage2Problem& p);
+};
+
+// Device pointers of the quantized buffers and the statistics workspace.
+struct QuantizedDevice {
+  std::int8_t* q_codes = nullptr;
+  float* q_scales = nullptr;
+  float* q_bias = nullptr;
+  std::int8_t* k_codes = nullptr;
+  float* k_scales = nullptr;
+  float* k_mean = nullptr;
+  std::uint8_t* v_codes = nullptr;
+  float* v_scales = nullptr;
+  double* k_chunk_sums = nullptr;
+  float* v_chunk_amax = nullptr;
+};
+
+// Device buffers for a problem, freed with the object.
+class Sage2Workspace {
+ public:
+  explicit Sage2Workspace(const Sage2Problem& problem);
+  ~Sage2Workspace();
+  Sage2Workspace(const Sage2Workspace&) = delete;
+  Sage2Workspace& operator=(const Sage2Workspace&) = delete;
+  const QuantizedDevice& buffers() const { return buffers_; }
+  const QuantizedSizes& sizes() const { return sizes_; }
+
+ private:
+  QuantizedSizes sizes_{};
+  QuantizedDevice buffers_;
+};
+
+// Throws std::invalid_argument naming the problem when validate() fails or the current device is
+// not a Hopper GPU (sm_90) or a pointer is misaligned; std::runtime_error naming the CUDA call
+// when one fails. `stream` is a cudaStream_t (0: the default stream). Asynchronous: errors of the
+// kernels themselves surface at the next synchronizing CUDA call. The inputs must be finite (the
+// device functions do not scan them; sage2_attention_host refuses NaN/Inf, naming the tensor).
+void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
+                    const QuantizedDevice& quantized, std::uintptr_t stream = 0);
+// out: the problem's layout and dtype, heads_q heads; lse: f32 [batch][heads_q][tokens] (natural log).
+void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevice& quantized, void* out, float* lse,
+                               std::uintptr_t stream = 0);
+void sage2_attention(const Sage2Problem& problem, const void* q, const void* k, const void* v,
+                     const Sage2Workspace& workspace, void* out, float* lse, std::uintptr_t stream = 0);
+
+// The host-tensor convenience: fp16/bf16 codes in (the problem's layout), everything back.
+struct Sage2HostQuantized {
+  std::vector<std::int8_t> q_codes, k_codes;
+  std::vector<std::uint8_t> v_codes;
+  std::vector<float> q_scales, q_bias, k_scales, k_mean, v_scales;
+};
+struct Sage2HostResult {
+  std::vector<std::uint16_t> out;  // fp16/bf16 codes, the problem's layout, heads_q heads
+  std::vector<float> lse;          // [batch][heads_q][tokens]
+  Sage2HostQuantized quantized;    // filled when asked for
+};
+// Throws as above, and std::invalid_argument when a tensor's size does not fit the problem.
+Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<const std::uint16_t> q,
+                                     std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
+                                     bool keep_quantized = false);
+
+}  // namespace lowbit::kernels::attention

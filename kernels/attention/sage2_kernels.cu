@@ -1,0 +1,593 @@
+// SageAttention2-8b kernels for Hopper (sm_90a): K/V statistics, quantization, attention.
+// Every fp32 step is a function of emulation/attention/kernel_steps.hpp or sage2_hopper.hpp; the
+// tiling, the groups and the KV order are the recipe's (sage2_8b_hopper).
+//
+// The attention kernel, one thread block per (block of block_q queries, Q head, batch):
+//   producer warpgroup: Q once, then K and V of every KV block into a ring of shared-memory stages
+//     (cp.async, 16 bytes a thread), each stage announced full to both consumers (named barriers)
+//     and refilled once both announced it empty;
+//   consumer warpgroups (64 query rows each), per KV block: S = Q K'^T (wgmma s8, exact), the
+//     contract's steps 1-7 in registers, P's E4M3 codes moved from the S fragment to the A
+//     fragment of P V (fragment.hpp), R = P V (wgmma e4m3 from +0), o = fma(o, alpha, R); at the
+//     end the lanes' row sums, the normalization, the LSE with its smoothing bias. Block i's Q K'^T
+//     is issued with block i-1's P V behind it, so P V runs during block i's softmax.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+#include "emulation/attention/kernel_steps.hpp"
+#include "emulation/attention/sage2_hopper.hpp"
+#include "kernels/attention/sage2_kernels.cuh"
+#include "kernels/device.hpp"
+#include "kernels/sm90/copy.cuh"
+#include "kernels/sm90/fragment.hpp"
+#include "kernels/sm90/smem_layout.hpp"
+#include "kernels/sm90/sync.cuh"
+#include "kernels/sm90/wgmma.cuh"
+
+namespace lowbit::kernels::attention::detail {
+namespace {
+
+namespace steps = lowbit::attention::steps;
+using lowbit::attention::KvOrder;
+using lowbit::attention::Sage2HopperRecipe;
+using lowbit::attention::sage2_8b_hopper;
+using sm90::KMajorLayout;
+
+constexpr int kThreads = 256;  // threads of the quantization kernel
+// The attention kernel: a producer warpgroup (loads) and the recipe's consumer warpgroups (math).
+constexpr int kProducerThreads = 128;
+constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // setmaxnreg: 128 x 24 + 256 x 240 <= 384 x 168
+constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
+constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
+
+// The per-thread groups of the recipe (quant::derive_groups on the host; [0]: d = 64, [1]: d = 128).
+__constant__ quant::QkGroups kGroups[2];
+__device__ inline const quant::QkGroups& groups_of(int head_dim) { return kGroups[head_dim == 128]; }
+
+template <class T>
+__device__ inline float to_float(T x);
+template <>
+__device__ inline float to_float(__half x) { return __half2float(x); }
+template <>
+__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <class T>
+__device__ inline T from_float(float x);
+template <>
+__device__ inline __half from_float(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
+
+// Two adjacent outputs, each rounded to nearest even, in one 4-byte store.
+__device__ inline void store_pair(__half* at, float a, float b) {
+  *reinterpret_cast<__half2*>(at) = __floats2half2_rn(a, b);
+}
+__device__ inline void store_pair(__nv_bfloat16* at, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
+}
+
+// quant::quantize's INT8 code of x in a group of scale s (s = amax / 127; s = 0: zero codes):
+// encode(int8, x / s) rounds the fp32 quotient to the nearest integer, ties to even, saturating.
+__device__ inline std::int8_t int8_code(float x, float scale) {
+  if (scale == 0.0f) return 0;
+  const int code = __float2int_rn(__fdiv_rn(x, scale));
+  return std::int8_t(code < -128 ? -128 : code > 127 ? 127 : code);
+}
+// quant::quantize's E4M3 code of v in a channel of scale s: encode(e4m3, v / s), to nearest even,
+// saturating (cvt.rn.satfinite.e4m3x2.f32, the conversion steps::e4m3_code runs).
+__device__ inline std::uint8_t e4m3_code(float v, float scale) {
+  return scale == 0.0f ? std::uint8_t(0) : steps::e4m3_code(__fdiv_rn(v, scale));
+}
+
+// ---- K/V statistics: per chunk of key_mean_chunk tokens, the K sums (double) and V amax ---------
+// One thread per channel, tokens in order (the recipe's chunk sum).
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(HeadDim) key_value_statistics(const QuantizeParams p) {
+  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z, c = threadIdx.x;
+  const T* k = static_cast<const T*>(p.k) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
+  const T* v = static_cast<const T*>(p.v) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
+  const int first = chunk * recipe.key_mean_chunk, last = min(p.tokens, first + recipe.key_mean_chunk);
+  double sum = 0.0;
+  float amax = 0.0f;
+  for (int t = first; t < last; ++t) {
+    sum = lowbit::attention::add_key(sum, to_float(k[t * p.kv_strides.token]));
+    amax = fmaxf(amax, fabsf(to_float(v[t * p.kv_strides.token])));
+  }
+  const long long slot = ((long long)(b * p.heads_kv + h) * p.key_chunks + chunk) * HeadDim + c;
+  p.out.k_chunk_sums[slot] = sum;
+  p.out.v_chunk_amax[slot] = amax;
+}
+
+// ---- quantization of one block of tokens of one head --------------------------------------------
+// Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each warp's lanes
+// over the channels. Group amax = max over the group's rows of the row amax (max is exact, so the
+// order is free); scale = amax / 127 in fp32; codes from the fp32 quotient.
+template <int MaxRows>
+struct QuantizeTile {
+  float row_amax[MaxRows];
+  float group_scale[MaxRows];
+};
+
+// x(row, c) gives the fp32 value (0 for padding rows); writes codes and the raw group scales.
+template <int Rows, int HeadDim, int MaxRows, class Value>
+__device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes,
+                                    QuantizeTile<MaxRows>& tile) {
+  static_assert(Rows <= MaxRows);
+  constexpr int kPerLane = HeadDim / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int row = warp; row < Rows; row += kThreads / 32) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x(row, lane + 32 * e)));
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+    if (lane == 0) tile.row_amax[row] = amax;
+  }
+  __syncthreads();
+  for (int group = threadIdx.x; group < groups.count; group += kThreads) {
+    float amax = 0.0f;
+    for (int row = 0; row < Rows; ++row)
+      if (groups.group_of_row[row] == group) amax = fmaxf(amax, tile.row_amax[row]);
+    tile.group_scale[group] = __fdiv_rn(amax, kInt8Target);
+  }
+  __syncthreads();
+  for (int row = warp; row < Rows; row += kThreads / 32) {
+    const float scale = tile.group_scale[groups.group_of_row[row]];
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) codes[row * HeadDim + lane + 32 * e] = int8_code(x(row, lane + 32 * e), scale);
+  }
+}
+
+// blockIdx.x: the token block; blockIdx.y: Q heads first, then KV heads; blockIdx.z: the batch.
+template <class T, int HeadDim>
+__global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams p) {
+  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  constexpr int kQRows = recipe.block_q, kRows = recipe.block_kv;  // a Q block, a K/V block
+  constexpr int kMaxRows = kQRows > kRows ? kQRows : kRows;
+  constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(recipe.block_kv);
+  static_assert(p_map.consistent, "the accumulator -> A fragment map of P");
+  __shared__ QuantizeTile<kMaxRows> tile;
+  __shared__ float channel[HeadDim];          // K mean or V scale
+  __shared__ T v_tile[kRows][HeadDim + 2];    // V block, staged for the transposed store
+  const quant::QkGroups& groups = groups_of(HeadDim);
+  const int block = blockIdx.x, b = blockIdx.z;
+  // The K mean of a KV head from its chunk sums, in chunk order, into channel[].
+  const auto key_mean = [&](long long kv_head) {
+    for (int c = threadIdx.x; c < HeadDim; c += kThreads) {
+      double total = 0.0;
+      for (int chunk = 0; chunk < p.key_chunks; ++chunk)
+        total = lowbit::attention::add_chunk_sum(total, p.out.k_chunk_sums[(kv_head * p.key_chunks + chunk) * HeadDim + c]);
+      channel[c] = lowbit::attention::key_mean(total, p.tokens);
+    }
+    __syncthreads();
+  };
+  if (int(blockIdx.y) < p.heads_q) {
+    const int h = blockIdx.y, t0 = block * kQRows;
+    if (t0 >= p.padded_q) return;
+    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head;
+    const auto x = [&](int row, int c) {
+      const int t = t0 + row;
+      return t < p.tokens ? to_float(q[t * p.q_strides.token + c]) : 0.0f;
+    };
+    const long long head = (long long)b * p.heads_q + h;
+    quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim, tile);
+    for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
+      p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
+          steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
+    // The row bias of the LSE: q . kbar of the row's KV head.
+    key_mean((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv));
+    for (int row = threadIdx.x; row < kQRows; row += kThreads)
+      p.out.q_bias[head * p.padded_q + t0 + row] =
+          steps::smoothing_bias([&](int c) { return x(row, c); }, channel, HeadDim, p.softmax_scale_log2);
+    return;
+  }
+  const int h = blockIdx.y - p.heads_q, t0 = block * kRows;
+  if (t0 >= p.padded_kv) return;
+  const long long head = (long long)b * p.heads_kv + h;
+  const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
+  key_mean(head);
+  if (block == 0)
+    for (int c = threadIdx.x; c < HeadDim; c += kThreads) p.out.k_mean[head * HeadDim + c] = channel[c];
+  const T* k = static_cast<const T*>(p.k) + input_head;
+  const auto x = [&](int row, int c) {
+    const int t = t0 + row;
+    return t < p.tokens ? lowbit::attention::smooth_key(to_float(k[t * p.kv_strides.token + c]), channel[c]) : 0.0f;
+  };
+  quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + (head * p.padded_kv + t0) * HeadDim, tile);
+  for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
+    p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
+  __syncthreads();  // channel[] is reused for the V scales
+
+  // V: per-channel scale from the chunk amax; codes stored as V^T with the P permutation.
+  for (int c = threadIdx.x; c < HeadDim; c += kThreads) {
+    float amax = 0.0f;
+    for (int chunk = 0; chunk < p.key_chunks; ++chunk)
+      amax = fmaxf(amax, p.out.v_chunk_amax[(head * p.key_chunks + chunk) * HeadDim + c]);
+    channel[c] = __fdiv_rn(amax, kE4m3Target);
+    if (block == 0) p.out.v_scales[head * HeadDim + c] = channel[c];
+  }
+  const T* v = static_cast<const T*>(p.v) + input_head;
+  for (int e = threadIdx.x; e < kRows * HeadDim; e += kThreads) {
+    const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
+    v_tile[row][c] = t < p.tokens ? v[t * p.kv_strides.token + c] : from_float<T>(0.0f);
+  }
+  __syncthreads();
+  // Thread -> (channel, 4 consecutive positions): one 4-byte store.
+  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns;
+  for (int e = threadIdx.x; e < kRows * HeadDim / 4; e += kThreads) {
+    const int c = e / (kRows / 4), position = e % (kRows / 4) * 4;
+    std::uint32_t word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int key = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
+      word |= std::uint32_t(e4m3_code(to_float(v_tile[key][c]), channel[c])) << (8 * j);
+    }
+    *reinterpret_cast<std::uint32_t*>(p.out.v_codes + (head * HeadDim + c) * p.padded_kv + t0 + position) = word;
+  }
+}
+
+// The exponential steps with the recipe's polynomial as a template parameter object: its
+// coefficients and degree are then constants of the code (a function-local record would live in
+// local memory and be read at run time).
+template <steps::Exp2Poly Poly>
+__device__ inline float probability(float score, float offset) {
+  return steps::probability(score, offset, Poly);
+}
+template <steps::Exp2Poly Poly>
+__device__ inline float rescale(float old_offset, float new_offset) {
+  return steps::rescale(old_offset, new_offset, Poly);
+}
+
+// ---- attention -----------------------------------------------------------------------------------
+// Shared memory: the Q tile (block_q x d) and kStages stages of the K tile (block_kv x d) and of the
+// V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
+template <int HeadDim>
+struct AttentionSmem {
+  static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  static constexpr int kConsumerWarpgroups = recipe.consumer_warps / 4;
+  static constexpr int kThreads = kProducerThreads + 32 * recipe.consumer_warps;
+  static constexpr int kQBytes = recipe.block_q * HeadDim;
+  static constexpr int kKBytes = recipe.block_kv * HeadDim;
+  static constexpr int kVBytes = HeadDim * recipe.block_kv;
+  static constexpr int kStages = 4;
+  static constexpr int kBytes = kQBytes + kStages * (kKBytes + kVBytes);
+  // Named barriers (0 is __syncthreads'): stage s is full for consumer warpgroup w at
+  // kFull + s * kConsumerWarpgroups + w (the producer arrives, w waits), empty at kEmpty + s (the
+  // consumers arrive, the producer waits).
+  static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups;
+  static_assert(kEmpty + kStages <= 16, "16 named barriers");
+};
+
+// Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
+// producer warpgroup's threads.
+template <int Rows, int KBytes>
+__device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
+                                       int thread) {
+  constexpr KMajorLayout layout{KBytes};
+  constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
+  static_assert(kPieces % kProducerThreads == 0, "whole rounds of 16-byte copies");
+#pragma unroll
+  for (int piece = thread; piece < kPieces; piece += kProducerThreads) {
+    const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
+    sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
+  }
+}
+
+template <class Out, int HeadDim, bool Causal>
+__global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
+  using Smem = AttentionSmem<HeadDim>;
+  constexpr Sage2HopperRecipe recipe = Smem::recipe;
+  constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv;
+  static_assert(kBlockQ == 64 * Smem::kConsumerWarpgroups && recipe.consumer_warps % 4 == 0,
+                "one consumer warpgroup per 64 query rows");
+  using SWgmma = sm90::WgmmaS8<kBlockKv>;
+  using PvWgmma = sm90::WgmmaE4m3<HeadDim>;
+  constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of a warpgroup x block_kv keys
+  constexpr layout::Fragment kO = PvWgmma::accumulator;  // R and O: rows x head_dim channels
+  constexpr auto s_values = sm90::value_offsets<kS>();
+  constexpr auto o_values = sm90::value_offsets<kO>();
+  constexpr sm90::AccumulatorRows s_rows = sm90::accumulator_rows(kBlockKv);
+  constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(kBlockKv);
+  static_assert(s_rows.consistent && p_map.consistent, "fragment maps");
+  constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
+  constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
+  constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
+  constexpr int kFullThreads = kProducerThreads + 128, kEmptyThreads = Smem::kThreads;
+
+  extern __shared__ __align__(128) std::uint8_t smem[];
+  std::uint8_t* q_tile = smem;
+  std::uint8_t* k_tiles = smem + Smem::kQBytes;
+  std::uint8_t* v_tiles = k_tiles + Smem::kStages * Smem::kKBytes;
+
+  const int q_blocks = p.padded_q / kBlockQ;
+  const int q_block = Causal ? q_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);  // longest first
+  const int hq = blockIdx.y, b = blockIdx.z, hkv = hq / (p.heads_q / p.heads_kv);
+  const int q0 = q_block * kBlockQ;
+  const long long q_head = (long long)b * p.heads_q + hq, kv_head = (long long)b * p.heads_kv + hkv;
+  const std::uint8_t* k_codes = reinterpret_cast<const std::uint8_t*>(p.k_codes) + kv_head * p.padded_kv * HeadDim;
+  const std::uint8_t* v_codes = p.v_codes + kv_head * HeadDim * p.padded_kv;
+
+  // KV blocks: every block with a key visible to some query of the Q block.
+  const int last_key = (Causal ? min(p.tokens, q0 + kBlockQ) : p.tokens) - 1;
+  const int kv_count = last_key / kBlockKv + 1;
+  const auto kv_block = [&](int i) { return recipe.kv_order == KvOrder::ascending ? i : kv_count - 1 - i; };
+
+  if (threadIdx.x < kProducerThreads) {
+    // The producer: block i's K and V into stage i % kStages once the consumers are done with the
+    // block that stage held (block i - kStages); block i - 1 is announced once this thread's copies
+    // of it completed, with block i's copies in flight (each producer thread fences its own copies,
+    // then arrives). The consumers release block i - kStages + 1 only after block i - 2 was
+    // announced, so kStages >= 3 cannot deadlock.
+    sm90::lower_registers<kProducerRegisters>();
+    const int thread = threadIdx.x;
+    const auto announce = [&](int stage) {  // once this thread's copies of the stage's block completed
+      sm90::fence_async_shared();
+      for (int w = 0; w < Smem::kConsumerWarpgroups; ++w)
+        sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
+    };
+    for (int i = 0; i < kv_count; ++i) {
+      const int j = kv_block(i), stage = i % Smem::kStages;
+      if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
+      if (i == 0)
+        load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
+                                                      (q_head * p.padded_q + q0) * HeadDim, HeadDim, thread);
+      load_tile_async<kBlockKv, HeadDim>(k_tiles + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim,
+                                         HeadDim, thread);
+      load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
+                                         p.padded_kv, thread);
+      sm90::commit_copies();
+      if (i >= 1) {
+        sm90::wait_copies<1>();  // block i - 1's copies; block i's may still be in flight
+        announce((i - 1) % Smem::kStages);
+      }
+    }
+    sm90::wait_copies<0>();
+    announce((kv_count - 1) % Smem::kStages);
+    return;
+  }
+
+  // The consumers: one warpgroup per 64 query rows.
+  sm90::raise_registers<kConsumerRegisters>();
+  const int warpgroup = (threadIdx.x - kProducerThreads) / 128, thread = threadIdx.x % 128;
+  const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
+  const int row0 = warpgroup * 64 + base.row;  // in the Q block; the thread also holds row0 + 8
+  const quant::QkGroups& groups = groups_of(HeadDim);
+  const float q_scale = p.q_scales[(q_head * q_blocks + q_block) * p.q_groups + groups.q.group_of_row[row0]];
+  const int k_group = groups.k.group_of_row[base.col];
+  const float* k_scales = p.k_scales + kv_head * (p.padded_kv / kBlockKv) * p.k_groups + k_group;
+
+  float o[kOValues];
+#pragma unroll
+  for (int i = 0; i < kOValues; ++i) o[i] = 0.0f;
+  float m[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
+  float offset[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
+  float l[2] = {0.0f, 0.0f};
+  // Carried from block i - 1 to block i: its P codes (the A fragment of its P V) and its alpha.
+  std::uint32_t p_codes[kPGroups][4];
+  float alpha_pending[2] = {0.0f, 0.0f};
+
+  // Step 8 of block i: R = P V from +0 over the block's k32 steps (FP22), issued, not waited for.
+  // Keys within each group of 32 are in the A fragment's order, V^T's rows in the same order
+  // (kernels/sm90/fragment.hpp).
+  const auto issue_values = [&](int i, float (&r_acc)[kOValues]) {
+    const std::uint8_t* v_tile = v_tiles + i % Smem::kStages * Smem::kVBytes;
+#pragma unroll
+    for (int g = 0; g < kPGroups; ++g)
+      PvWgmma::mma(r_acc, p_codes[g], sm90::matrix_descriptor(v_tile + v_layout.slice_offset(g, PvWgmma::kK), v_layout),
+                   g > 0);
+    sm90::wgmma_commit();
+  };
+  // Step 9 of block i once its R arrived: two-level accumulation; its stage may then be refilled
+  // (the producer waits for the stages it will refill only).
+  const auto accumulate_values = [&](int i, float (&r_acc)[kOValues]) {
+    sm90::fence_registers(r_acc);
+    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + i % Smem::kStages, kEmptyThreads);
+#pragma unroll
+    for (int v = 0; v < kOValues; ++v)
+      o[v] = steps::accumulate_output(o[v], alpha_pending[o_values[v].row / 8], r_acc[v]);
+  };
+
+  // Block i's Q K'^T is issued with block i - 1's P V behind it, so the tensor cores run P V while
+  // this warpgroup runs block i's softmax; the same steps on the same values as one block at a time.
+  for (int i = 0; i < kv_count; ++i) {
+    const int j = kv_block(i), stage = i % Smem::kStages, kv0 = j * kBlockKv;
+    sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
+    const std::uint8_t* k_tile = k_tiles + stage * Smem::kKBytes;
+
+    // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
+    std::int32_t s_acc[kSValues];
+    float r_acc[kOValues];
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
+      SWgmma::mma(s_acc,
+                  sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64) +
+                                              q_layout.slice_offset(step, SWgmma::kK), q_layout),
+                  sm90::matrix_descriptor(k_tile + k_layout.slice_offset(step, SWgmma::kK), k_layout), step > 0);
+    sm90::wgmma_commit();
+    if (i > 0) {
+      issue_values(i - 1, r_acc);
+      sm90::wgmma_wait<1>();  // S (groups complete in order); P V of block i - 1 still running
+    } else {
+      sm90::wgmma_wait<0>();
+    }
+    sm90::fence_registers(s_acc);
+
+    // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
+    const float scale = steps::score_scale(q_scale, k_scales[(long long)j * p.k_groups]);
+    float x[kSValues];
+#pragma unroll
+    for (int v = 0; v < kSValues; ++v) x[v] = steps::dequantize_score(s_acc[v], scale);
+    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
+    if (masked) {
+#pragma unroll
+      for (int v = 0; v < kSValues; ++v) {
+        const int key = kv0 + base.col + s_values[v].col, query = q0 + row0 + s_values[v].row;
+        if (key >= p.tokens || (Causal && key > query)) x[v] = steps::kNegativeInfinity;
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float block_max = x[s_rows.value[h][0]];
+#pragma unroll
+      for (int k = 1; k < kPerRow; ++k) block_max = fmaxf(block_max, x[s_rows.value[h][k]]);
+      block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
+      block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
+      m[h] = fmaxf(m[h], block_max);
+      const float new_offset = steps::row_offset(m[h], recipe.p_log2_scale);
+      alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
+      offset[h] = new_offset;
+      float p_row[kPerRow];
+#pragma unroll
+      for (int k = 0; k < kPerRow; ++k) {
+        const int v = s_rows.value[h][k];
+        x[v] = probability<recipe.exp2>(x[v], new_offset);
+        p_row[k] = x[v];
+      }
+      l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
+    }
+    if (i > 0) {
+      sm90::wgmma_wait<0>();
+      accumulate_values(i - 1, r_acc);
+    }
+#pragma unroll
+    for (int g = 0; g < kPGroups; ++g)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const auto& source = p_map.source[g];
+        p_codes[g][r] = std::uint32_t(steps::e4m3_code_pair(x[source[4 * r]], x[source[4 * r + 1]])) |
+                        std::uint32_t(steps::e4m3_code_pair(x[source[4 * r + 2]], x[source[4 * r + 3]])) << 16;
+      }
+    alpha_pending[0] = alpha[0];
+    alpha_pending[1] = alpha[1];
+  }
+  {  // The last block's P V.
+    float r_acc[kOValues];
+    sm90::wgmma_fence();
+    issue_values(kv_count - 1, r_acc);
+    sm90::wgmma_wait<0>();
+    accumulate_values(kv_count - 1, r_acc);
+  }
+
+  // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
+  const int lane = threadIdx.x % 32, quad = lane & ~3;
+  float inverse_l[2], lse[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float l0 = __shfl_sync(0xffffffffu, l[h], quad), l1 = __shfl_sync(0xffffffffu, l[h], quad + 1);
+    const float l2 = __shfl_sync(0xffffffffu, l[h], quad + 2), l3 = __shfl_sync(0xffffffffu, l[h], quad + 3);
+    const float row_sum = steps::combine_lanes(l0, l1, l2, l3);
+    inverse_l[h] = steps::inverse_row_sum(row_sum);
+    lse[h] = steps::log_sum_exp(offset[h], row_sum, p.q_bias[q_head * p.padded_q + q0 + row0 + 8 * h]);
+  }
+  const float* v_scales = p.v_scales + kv_head * HeadDim;
+  Out* out = static_cast<Out*>(p.out) + b * p.out_strides.batch + hq * p.out_strides.head;
+  const layout::Offset o_base = sm90::thread_offset<kO>(thread);
+#pragma unroll
+  for (int v = 0; v < kOValues; v += 2) {
+    static_assert(kO.value_basis[0].col == 1 && kO.value_basis[0].row == 0, "values 2k, 2k + 1 are adjacent columns");
+    const int h = o_values[v].row / 8, query = q0 + row0 + o_values[v].row, c = o_base.col + o_values[v].col;
+    if (query >= p.tokens) continue;
+    store_pair(out + query * p.out_strides.token + c, steps::normalize_output(o[v], inverse_l[h], v_scales[c]),
+               steps::normalize_output(o[v + 1], inverse_l[h], v_scales[c + 1]));
+  }
+  if (base.col == 0)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int query = q0 + row0 + 8 * h;
+      if (query < p.tokens) p.lse[q_head * p.tokens + query] = lse[h];
+    }
+}
+
+void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
+
+}  // namespace
+
+void upload_groups(int head_dim) {
+  static std::once_flag once;
+  static std::string failure;
+  std::call_once(once, [] {
+    quant::QkGroups both[2];
+    for (int d : {64, 128}) {
+      const Sage2HopperRecipe recipe = sage2_8b_hopper(d);
+      if (auto why = recipe.validate()) {
+        failure = "sage2-8b recipe for d=" + std::to_string(d) + ": " + *why;
+        return;
+      }
+      const quant::QkGroups g = quant::derive_groups(recipe.qk_tiling(), quant::GroupScope::thread);
+      // The attention kernel reads one Q scale and one K scale per thread.
+      const layout::Fragment s = layout::wgmma_m64_d(recipe.block_kv);
+      for (int unit = 0; unit < recipe.qk_tiling().units(); ++unit)
+        for (int t = 0; t < s.threads(); ++t)
+          for (int v = 0; v < s.value_count; ++v) {
+            const layout::Offset at = s(t, v), first = s(t, 0);
+            if (g.q.group_of_row[unit * 64 + at.row] != g.q.group_of_row[unit * 64 + first.row] ||
+                g.k.group_of_row[at.col] != g.k.group_of_row[first.col])
+              failure = "sage2-8b recipe for d=" + std::to_string(d) + ": thread " + std::to_string(t) +
+                        " holds two Q or K groups; the kernel has one score scale per thread";
+          }
+      both[d == 128] = g;
+    }
+    if (failure.empty()) check_cuda(cudaMemcpyToSymbol(kGroups, both, sizeof(both)), "cudaMemcpyToSymbol (groups)");
+  });
+  if (!failure.empty()) throw std::logic_error(failure);
+  (void)head_dim;
+}
+
+template <class T, int HeadDim>
+void statistics_for(const QuantizeParams& p, cudaStream_t stream) {
+  key_value_statistics<T, HeadDim><<<dim3(p.key_chunks, p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
+  check_launch("key_value_statistics launch");
+}
+template <class T, int HeadDim>
+void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
+  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  const int blocks = std::max(p.padded_q / recipe.block_q, p.padded_kv / recipe.block_kv);
+  quantize_block<T, HeadDim><<<dim3(blocks, p.heads_q + p.heads_kv, p.batch), kThreads, 0, stream>>>(p);
+  check_launch("quantize_block launch");
+}
+template <class Out, int HeadDim, bool Causal>
+void attention_for(const AttentionParams& p, cudaStream_t stream) {
+  using Smem = AttentionSmem<HeadDim>;
+  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal>;
+  static const bool configured = [&] {
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
+               "cudaFuncSetAttribute (attention shared memory)");
+    return true;
+  }();
+  (void)configured;
+  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), Smem::kThreads, Smem::kBytes, stream>>>(p);
+  check_launch("sage2_attention_kernel launch");
+}
+
+void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (dtype == DType::fp16) head_dim == 64 ? statistics_for<__half, 64>(p, s) : statistics_for<__half, 128>(p, s);
+  else head_dim == 64 ? statistics_for<__nv_bfloat16, 64>(p, s) : statistics_for<__nv_bfloat16, 128>(p, s);
+}
+void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (dtype == DType::fp16) head_dim == 64 ? quantize_for<__half, 64>(p, s) : quantize_for<__half, 128>(p, s);
+  else head_dim == 64 ? quantize_for<__nv_bfloat16, 64>(p, s) : quantize_for<__nv_bfloat16, 128>(p, s);
+}
+template <class Out>
+void attention_for_dtype(const AttentionParams& p, int head_dim, bool causal, cudaStream_t s) {
+  if (head_dim == 64) causal ? attention_for<Out, 64, true>(p, s) : attention_for<Out, 64, false>(p, s);
+  else causal ? attention_for<Out, 128, true>(p, s) : attention_for<Out, 128, false>(p, s);
+}
+void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, std::uintptr_t stream) {
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (dtype == DType::fp16) attention_for_dtype<__half>(p, head_dim, causal, s);
+  else attention_for_dtype<__nv_bfloat16>(p, head_dim, causal, s);
+}
+
+}  // namespace lowbit::kernels::attention::detail

@@ -1,0 +1,51 @@
+// The device side of SageAttention2-8b (sage2_attention.hpp): what the launch code in api.cu
+// passes to the kernels of sage2_kernels.cu.
+#pragma once
+
+#include <cstdint>
+
+#include "emulation/quant/thread_groups.hpp"
+#include "kernels/attention/sage2_attention.hpp"
+
+namespace lowbit::kernels::attention::detail {
+
+// Strides of Q, K, V and the output in elements (the problem's layout).
+struct TensorStrides {
+  long long batch = 0, head = 0, token = 0;
+};
+
+struct QuantizeParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  TensorStrides q_strides, kv_strides;
+  QuantizedDevice out;
+  int batch = 0, heads_q = 0, heads_kv = 0, tokens = 0, padded_q = 0, padded_kv = 0, key_chunks = 0;
+  int q_groups = 0, k_groups = 0;
+  float softmax_scale_log2 = 0;
+};
+
+struct AttentionParams {
+  const std::int8_t* q_codes = nullptr;
+  const float* q_scales = nullptr;
+  const float* q_bias = nullptr;
+  const std::int8_t* k_codes = nullptr;
+  const float* k_scales = nullptr;
+  const std::uint8_t* v_codes = nullptr;
+  const float* v_scales = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+  TensorStrides out_strides;
+  int batch = 0, heads_q = 0, heads_kv = 0, tokens = 0, padded_q = 0, padded_kv = 0, q_groups = 0, k_groups = 0;
+};
+
+// Makes the per-thread groups of the recipe for head_dim (derived on the host by
+// quant::derive_groups) visible to the kernels; checks that every thread of the attention kernel
+// holds one Q group and one K group (one score scale per thread). Throws std::logic_error if not.
+void upload_groups(int head_dim);
+
+void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
+void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
+void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, std::uintptr_t stream);
+
+}  // namespace lowbit::kernels::attention::detail

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# One call on the lent GPU machine for the sage2-8b kernels (issues 12 and 13): the exponential,
+# the bit-exact checks, the sanitizers, accuracy beside SDPA, the SASS, the benchmark, Nsight
+# Compute. Runs from the repository root with binaries built beforehand in build/ (carried), or
+# builds them (CMake, sm_90a) when they do not run. Everything lands in $OUT/sage2-results.tar.gz
+# (the tool brings back few files); the short tables go to stdout.
+#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps;
+#   quick (a smoke test) failing or hanging stops the run.
+set -uo pipefail
+#   DEADLINE=seconds (default 540): a step that would start later than this is skipped, so the
+#   archive is written before the tool's 10-minute limit.
+OUT=${OUT:-build/results/gpu-run}
+R=${WORK:-/tmp}/sage2
+mkdir -p "$R" "$OUT"
+steps=${STEPS:-"quick exp2 check sanitize accuracy sass bench checkbench cli ncu"}
+deadline=${DEADLINE:-540}
+want() {
+  [[ " $steps " == *" $1 "* ]] || return 1
+  if (( SECONDS > deadline )); then log "skipped $1: past the deadline"; return 1; fi
+}
+log() { echo "== $(date -u +%H:%M:%S) +${SECONDS}s $*" | tee -a "$R/steps.log"; }
+# The .npy exports of the accuracy step stay out (they are made again from the seeds; the tool
+# brings back 16 MB a file).
+archive() { tar -czf "$OUT/sage2-results.tar.gz" --exclude='*.npy' -C "$(dirname "$R")" sage2; }
+trap 'archive; ls -la "$OUT"' EXIT
+
+B=build
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$R/nvidia-smi.csv" 2>&1
+nvcc --version > "$R/nvcc.txt" 2>&1
+if ! "$B/experiments/lowbit" --help > /dev/null 2>&1; then
+  log "carried binaries do not run here; building"
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+    -DZLIB_LIBRARY=/tmp/deps/usr/lib/x86_64-linux-gnu/libz.a -DZLIB_INCLUDE_DIR=/tmp/deps/usr/include > "$R/cmake.log" 2>&1
+  cmake --build "$B" -j16 --target lowbit check_sage2_gpu bench_attention > "$R/build.log" 2>&1 || { tail -30 "$R/build.log"; exit 1; }
+fi
+export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || echo unknown)}
+
+if want quick; then
+  log "check_sage2_gpu --configs quick (smoke test)"
+  if ! timeout 90 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick --out "$R/check-quick" 2>&1 | tee "$R/check-quick.log"; then
+    log "the smoke test failed: stopping"
+    exit 1
+  fi
+  archive
+fi
+if want exp2; then
+  log "verify-exp2 (all 2^32 inputs)"
+  timeout 180 "$B/experiments/lowbit" verify-exp2 --output "$R/exp2.json" 2>&1 | tee "$R/exp2.log"
+  archive
+fi
+if want check; then
+  log "check_sage2_gpu --configs full"
+  real=(); [[ -d real-data/smollm2-135m ]] && real=(--real real-data/smollm2-135m)  # captured activations, if carried
+  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full "${real[@]}" --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
+  archive
+fi
+if want sanitize; then
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool"
+    timeout 120 compute-sanitizer --tool $tool --print-limit 20 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick \
+      --only n200 --out "$R/sanitize-$tool" > "$R/sanitizer-$tool.log" 2>&1
+    echo "exit $?" >> "$R/sanitizer-$tool.log"
+    tail -3 "$R/sanitizer-$tool.log"
+  done
+  archive
+fi
+if want accuracy; then
+  log "accuracy beside SDPA"
+  timeout 120 python3 tests/attention_gpu/accuracy_vs_sdpa.py "$R/check-full" 2>&1 | tee "$R/accuracy.log"
+  rm -rf "$R/check-full/accuracy"  # the .npy inputs: large, and made again from the seeds
+  archive
+fi
+if want sass; then
+  log "SASS"
+  cuobjdump -sass "$B/tests/attention_gpu/check_sage2_gpu" > "$R/sass.txt" 2>&1
+  python3 - "$R/sass.txt" <<'PY' | tee "$R/sass-summary.txt"
+import re, sys
+text = open(sys.argv[1]).read()
+for block in re.split(r"\n\s*Function : ", text)[1:]:
+    name = block.split("\n", 1)[0].strip()
+    if "sage2" not in name and "quantize" not in name and "statistics" not in name:
+        continue
+    ops = re.findall(r"^\s+/\*[0-9a-f]+\*/\s+([A-Z][A-Z0-9_.]*)", block, re.M)
+    count = lambda prefix: sum(1 for o in ops if o.startswith(prefix))
+    print(f"{name[:110]}: {len(ops)} instructions, IGMMA {count('IGMMA')}, QGMMA {count('QGMMA')}, "
+          f"MUFU {count('MUFU')}, LDL {count('LDL')}, STL {count('STL')}, FFMA {count('FFMA')}")
+PY
+  gzip -f "$R/sass.txt"
+  archive
+fi
+if want bench; then
+  log "bench_attention with SDPA"
+  timeout 240 python3 experiments/bench/bench_attention.py --binary "$B/experiments/bench_attention" --out "$R/bench" 2>&1 | tee "$R/bench.log"
+  archive
+fi
+if want checkbench; then
+  log "check_sage2_gpu --configs bench"
+  timeout 240 "$B/tests/attention_gpu/check_sage2_gpu" --configs bench --out "$R/check-bench" 2>&1 | tee "$R/check-bench.log"
+  archive
+fi
+if want cli; then
+  log "lowbit attention --device gpu --check"
+  data=tests/data/attention
+  timeout 60 "$B/experiments/lowbit" attention --preset sage2-8b --q $data/q_fp16.npy --k $data/k_fp16.npy \
+    --v $data/v_fp16.npy --causal --device gpu --check --metrics-json "$R/cli-check.json" 2>&1 | tee "$R/cli-check.log"
+  if [[ -d real-data/smollm2-135m ]]; then
+    real=real-data/smollm2-135m
+    timeout 120 "$B/experiments/lowbit" attention --preset sage2-8b --q $real/layer10_q.npy --k $real/layer10_k.npy \
+      --v $real/layer10_v.npy --causal --device gpu --check --metrics-json "$R/cli-check-layer10.json" 2>&1 | tee -a "$R/cli-check.log"
+  fi
+  archive
+fi
+if want ncu; then
+  log "Nsight Compute"
+  timeout 150 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --section SpeedOfLight --section Occupancy \
+    --section LaunchStats --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
+    --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+    "$B/experiments/bench_attention" --tokens 8192 --dims 128 --causal no --warmup 0 --repeats 1 > "$R/ncu.txt" 2>&1
+  grep -E "sage2_attention_kernel|Duration|Registers Per|Dynamic Shared|Theoretical Occupancy|Achieved Occupancy|pipe_|SM Busy|Compute \(SM\)|Memory Throughput|Issue Slots|Stall|Warp Cycles Per Issued" "$R/ncu.txt" | head -40
+fi
+log "done"

@@ -1,0 +1,151 @@
+// The sage2-8b kernels' host side without a GPU: problem validation and its messages, refusal of
+// bad tensors before any CUDA call, the P fragment map the kernel and the V layout share, the
+// shared-memory layout, and the emulated sage2-8b (as the GPU check lays it out) against float64
+// attention.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "emulation/convert.hpp"
+#include "kernels/attention/sage2_attention.hpp"
+#include "kernels/sm90/fragment.hpp"
+#include "kernels/sm90/smem_layout.hpp"
+#include "numerics/attention.hpp"
+#include "numerics/metrics.hpp"
+#include "numerics/synthetic.hpp"
+#include "tests/attention_gpu/sage2_emulated.hpp"
+
+using namespace lowbit;
+using kernels::attention::DType;
+using kernels::attention::Sage2Problem;
+
+namespace {
+
+std::string why(const Sage2Problem& p) { return p.validate().value_or("(valid)"); }
+
+}  // namespace
+
+TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
+  Sage2Problem p;
+  CHECK_FALSE(p.validate());
+  p.head_dim = 96;
+  CHECK_THAT(why(p), Catch::Contains("head_dim=96") && Catch::Contains("64 and 128"));
+  p.head_dim = 64;
+  p.heads_q = 3;
+  p.heads_kv = 2;
+  CHECK_THAT(why(p), Catch::Contains("heads_q=3 is not a multiple of heads_kv=2"));
+  p.heads_q = 2;
+  p.tokens = 0;
+  CHECK_THAT(why(p), Catch::Contains("tokens must be >= 1"));
+  p.tokens = 1 << 23;
+  CHECK_THAT(why(p), Catch::Contains("exceeds"));
+  p.tokens = 100;
+  p.dtype = static_cast<DType>(7);
+  CHECK_THAT(why(p), Catch::Contains("fp16 or bf16"));
+}
+
+TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before the GPU is touched") {
+  Sage2Problem p;
+  p.tokens = 5;
+  p.head_dim = 64;
+  std::vector<std::uint16_t> q(p.elements(1), 0x3c00), k(q), v(q);
+  std::vector<std::uint16_t> short_k(k.begin(), k.end() - 1);
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host(p, q, short_k, v),
+                    Catch::Contains("k has 319 elements, the problem needs 320"));
+  v[77] = 0x7c00;  // +Inf in fp16
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host(p, q, k, v),
+                    Catch::Contains("v holds a NaN or Inf at element 77"));
+  p.head_dim = 80;
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host(p, q, k, v), Catch::Contains("head_dim=80"));
+}
+
+TEST_CASE("sage2 P fragment: accumulator -> A map derived from the two fragments") {
+  for (int n : {64, 128, 256}) {
+    const auto map = kernels::sm90::accumulator_to_a8(n);
+    REQUIRE(map.consistent);
+    CHECK(map.groups == n / 32);
+    std::set<int> keys(map.key_of_column.begin(), map.key_of_column.end());
+    CHECK(keys.size() == 32);
+    // Each thread's A values of a row take that row's accumulator values in the same group.
+    const layout::Fragment d = layout::wgmma_m64_d(n), a = layout::wgmma_m64k32_a8;
+    for (int thread = 0; thread < 128; ++thread)
+      for (int g = 0; g < map.groups; ++g)
+        for (int i = 0; i < 16; ++i) {
+          const layout::Offset from = d(thread, map.source[g][i]), to = a(thread, i);
+          CHECK(from.row == to.row);
+          CHECK(from.col == 32 * g + map.key_of_column[to.col]);
+        }
+  }
+  // The published FlashAttention-3 FP8 register permutation, as a cross-check of the derivation:
+  // A column 4t + e (+16) holds key 8 * (e / 2) + 2t + e % 2 (+16).
+  const auto map = kernels::sm90::accumulator_to_a8(128);
+  for (int p = 0; p < 32; ++p) {
+    const int half = p / 16, t = p % 16 / 4, e = p % 4;
+    CHECK(map.key_of_column[p] == 16 * half + 8 * (e / 2) + 2 * t + e % 2);
+  }
+}
+
+TEST_CASE("sm90 K-major layout: consecutive 16-byte pieces land on consecutive slots, every byte once") {
+  for (int k_bytes : {64, 128}) {
+    const kernels::sm90::KMajorLayout layout{k_bytes};
+    const int rows = 128;
+    std::vector<int> seen(std::size_t(rows * k_bytes), 0);
+    for (int piece = 0; piece < rows * k_bytes / 16; ++piece) {
+      const int row = layout.piece_row(piece), kb = layout.piece_k_byte(piece);
+      CHECK(layout.offset(row, kb) == 16 * piece);
+      for (int b = 0; b < 16; ++b) ++seen[std::size_t(layout.offset(row, kb + b))];
+    }
+    CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+  }
+}
+
+TEST_CASE("sage2 emulated, in the kernels' layout: close to float64 attention, causal and not, GQA") {
+  for (bool causal : {false, true}) {
+    Sage2Problem p;
+    p.head_dim = 64;
+    p.tokens = 150;
+    p.heads_q = 2;
+    p.heads_kv = 1;
+    p.causal = causal;
+    SyntheticAttentionSpec spec;
+    spec.heads = 2;
+    spec.tokens = p.tokens;
+    spec.dim = p.head_dim;
+    const AttentionData data = make_synthetic_attention(spec);
+    std::vector<std::uint16_t> q(p.elements(2)), k(p.elements(1)), v(p.elements(1));
+    const auto put = [&](std::vector<std::uint16_t>& dst, const MatrixF& m, int h, int heads) {
+      for (int t = 0; t < p.tokens; ++t)
+        for (int c = 0; c < p.head_dim; ++c)
+          dst[p.element_offset(0, h, t, heads) + std::size_t(c)] = std::uint16_t(encode(formats::fp16, m(t, c)));
+    };
+    for (int h = 0; h < 2; ++h) put(q, data.q[std::size_t(h)], h, 2);
+    put(k, data.k[0], 0, 1);
+    put(v, data.v[0], 0, 1);
+    const auto result = test::emulate_sage2(p, q, k, v);
+    for (int h = 0; h < 2; ++h) {
+      const auto decoded = [&](const std::vector<std::uint16_t>& x, int head, int heads) {
+        MatrixD m(p.tokens, p.head_dim);
+        for (int t = 0; t < p.tokens; ++t)
+          for (int c = 0; c < p.head_dim; ++c) m(t, c) = decode(formats::fp16, x[p.element_offset(0, head, t, heads) + std::size_t(c)]);
+        return m;
+      };
+      const MatrixD qd = decoded(q, h, 2), kd = decoded(k, 0, 1), vd = decoded(v, 0, 1);
+      MatrixD scores = qd * kd.transpose() / std::sqrt(double(p.head_dim));
+      if (causal)
+        for (int i = 0; i < p.tokens; ++i)
+          for (int j = i + 1; j < p.tokens; ++j) scores(i, j) = -std::numeric_limits<double>::infinity();
+      const MatrixD reference = attention_from_scores(scores, vd);
+      const ErrorMetrics e = compare(reference, decoded(result.out, h, 2));
+      INFO("head " << h << " causal " << causal << ": cosine " << e.cosine << ", relative L1 " << e.relative_l1);
+      CHECK(e.cosine > 0.999);
+      CHECK(e.relative_l1 < 0.03);
+      for (int t = 0; t < p.tokens; ++t) {  // LSE: natural log of sum exp(q.k / sqrt(d))
+        const double row_max = scores.row(t).maxCoeff();
+        const double lse = row_max + std::log((scores.row(t).array() - row_max).exp().sum());
+        CHECK(std::abs(result.lse[std::size_t(h * p.tokens + t)] - lse) < 0.05 + 0.01 * std::abs(lse));
+      }
+    }
+  }
+}
