@@ -71,7 +71,7 @@ if want bench; then
 fi
 if want copy; then
   log "copying task (experiments/linear/copy_task.py)"
-  timeout 560 python3 experiments/linear/copy_task.py --time-limit 420 --out "$R/copy" 2>&1 | tee "$R/copy.log"
+  PYTHONUNBUFFERED=1 timeout 560 python3 experiments/linear/copy_task.py --time-limit 400 --out "$R/copy" 2>&1 | tee "$R/copy.log"
   archive
 fi
 exit $status
