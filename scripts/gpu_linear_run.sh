@@ -5,8 +5,9 @@
 # measured times. Runs from the repository root with check_linear_gpu built beforehand in build/
 # (carried), or builds it (CMake, sm_90a) when it does not run. Everything lands in
 # $OUT/linear-gpu.tar.gz (the tool brings back few files); the tables go to stdout.
-#   STEPS="check sanitize sass bench" (default) selects steps; STEPS=copy runs the copying task of
-#   the proposal (PyTorch on the GPU, about 8 minutes: a call of its own).
+#   STEPS="check sanitize sass bench" (default; about 100 s on an H100) selects steps; STEPS=copy runs
+#   the copying task of the proposal (PyTorch on the GPU, about 3 minutes on an H100: a call of its own).
+#   What it wrote on an H100 is in results/linear/gpu/ (README there).
 #   DEADLINE=seconds (default 540): a step that would start later is skipped, so the archive is
 #   written before the tool's 10-minute limit.
 set -uo pipefail
