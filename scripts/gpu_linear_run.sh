@@ -5,8 +5,9 @@
 # measured times. Runs from the repository root with check_linear_gpu built beforehand in build/
 # (carried), or builds it (CMake, sm_90a) when it does not run. Everything lands in
 # $OUT/linear-gpu.tar.gz (the tool brings back few files); the tables go to stdout.
-#   STEPS="check sanitize sass bench" (default) selects steps; STEPS=copy runs the copying task of
-#   the proposal (PyTorch on the GPU, about 8 minutes: a call of its own).
+#   STEPS="check sanitize sass bench" (default; about 100 s on an H100) selects steps; STEPS=copy runs
+#   the copying task of the proposal (PyTorch on the GPU, about 3 minutes on an H100: a call of its own).
+#   What it wrote on an H100 is in results/linear/gpu/ (README there).
 #   DEADLINE=seconds (default 540): a step that would start later is skipped, so the archive is
 #   written before the tool's 10-minute limit.
 set -uo pipefail
@@ -36,9 +37,10 @@ export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || git rev-par
 
 status=0
 if want check; then
-  # Every bit of 8 heads x 2048 tokens per shape (the emulation is single-threaded: about a minute).
+  # Every bit of 8 heads x 2048 tokens per shape (the emulation: about 0.2 CPU s per head and kernel);
+  # mismatching chunks are kept as .npy under check/failing/.
   log "check_linear_gpu: bits of every kernel on every shape"
-  timeout 300 "$bin" --heads 8 --tokens 2048 --check-heads 8 --reps 3 --out "$R/check" 2>&1 | tee "$R/check.log"
+  timeout 300 "$bin" --heads 8 --tokens 2048 --check-heads 8 --reps 3 --keep 2 --out "$R/check" 2>&1 | tee "$R/check.log"
   status=${PIPESTATUS[0]}
   archive
 fi
@@ -55,20 +57,22 @@ fi
 if want sass; then
   log "SASS opcodes"
   cuobjdump -sass "$bin" > "$R/sass.txt" 2>&1 && python3 scripts/sass_summary.py < "$R/sass.txt" > "$R/sass-summary.md"
+  cuobjdump -res-usage "$bin" > "$R/res-usage.txt" 2>&1
   grep -i gla "$R/sass-summary.md" | cut -c1-400
   gzip -f "$R/sass.txt"
   archive
 fi
 if want bench; then
-  # Timing only: 64 heads x 8192 tokens (8192 chunks per launch), 50 launches per kernel.
+  # 32 heads x 8192 tokens (4096 chunks per launch), 50 timed launches per kernel; the bits of the
+  # first 2 heads compared too (other data than the check step's, 8192 tokens each).
   log "check_linear_gpu: the four kernels side by side"
-  timeout 240 "$bin" --heads 64 --tokens 8192 --check-heads 0 --reps 50 --out "$R/bench" 2>&1 | tee "$R/bench.log"
+  timeout 240 "$bin" --heads 32 --tokens 8192 --check-heads 2 --reps 50 --keep 1 --out "$R/bench" 2>&1 | tee "$R/bench.log"
   python3 experiments/linear/int4_speed_model.py --measured "$R/bench/gpu.csv" 2>&1 | tee "$R/int4-model.md"
   archive
 fi
 if want copy; then
   log "copying task (experiments/linear/copy_task.py)"
-  timeout 560 python3 experiments/linear/copy_task.py --time-limit 420 --out "$R/copy" 2>&1 | tee "$R/copy.log"
+  PYTHONUNBUFFERED=1 timeout 560 python3 experiments/linear/copy_task.py --time-limit 400 --out "$R/copy" 2>&1 | tee "$R/copy.log"
   archive
 fi
 exit $status

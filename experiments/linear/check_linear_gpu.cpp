@@ -4,9 +4,13 @@
 // For each shape (d_k, d_v) it makes synthetic Q, K, V (numerics/synthetic, the default preset) and
 // GLA gates (tau 16), runs every kernel (bf16, int8-smooth, bf16-fp8, int8-smooth-fp8), compares the
 // intra-chunk output and P of the first --check-heads heads with linear::intra_chunk of the kernel's
-// preset (every bit; the first mismatch is printed with its stage), then times each kernel (CUDA
-// events, --reps launches after 3 warm-up launches). It prints a table and writes OUT/gpu.csv and
-// OUT/gpu.json. Exit status: 0 all bits equal, 1 a mismatch or an error, 77 no GPU (skipped).
+// preset (every bit), then times each kernel (CUDA events, --reps launches after 3 warm-up
+// launches). It prints a table and writes OUT/gpu.csv and OUT/gpu.json. A mismatch is counted by
+// stage: P in the diagonal blocks (fp32 steps), P in the inter-sub-chunk strips (the score MMA and
+// its quantization), and the output of chunks whose P is equal (the P V stage alone); the first
+// --keep mismatching chunks of each kernel and shape are kept as .npy (the chunk's q, k, v,
+// log_alpha and both sides' P and output) under OUT/failing/, enough to replay the chunk offline.
+// Exit status: 0 all bits equal, 1 a mismatch or an error, 77 no GPU (skipped).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -23,6 +27,7 @@
 #include "kernels/device.hpp"
 #include "kernels/linear/gla_intra.hpp"
 #include "numerics/gates.hpp"
+#include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
 
@@ -80,21 +85,98 @@ struct Row {
   Shape shape;
   std::string kernel;
   std::size_t checked = 0, score_mismatches = 0, intra_mismatches = 0;
+  // By stage: P in the diagonal blocks, P in the strips, the output where the chunk's P is equal.
+  std::size_t diagonal_mismatches = 0, strip_mismatches = 0, pv_only_mismatches = 0;
+  std::size_t chunks_checked = 0, chunks_mismatching = 0, chunks_kept = 0;
   std::string first_mismatch;
   double ms = 0, tflops = 0, speedup = 0;
 };
+
+bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+
+// Every bit of one head's P and intra-chunk output (GPU: the whole launch, head h at its offset),
+// counted by stage, chunk by chunk.
+void compare_head(Row& row, int h, const linear::IntraResult& emu, const std::vector<float>& gpu_scores,
+                  const std::vector<float>& gpu_intra) {
+  constexpr int C = kernels::kGlaChunk, c = kernels::kGlaSubChunk;
+  const Eigen::Index tokens = emu.intra.rows(), dv = emu.intra.cols();
+  const std::size_t score_head = std::size_t(h) * std::size_t(tokens) * C, intra_head = std::size_t(h) * std::size_t(tokens * dv);
+  const auto note = [&](const char* stage, Eigen::Index token, Eigen::Index column, float gpu, float expected) {
+    if (row.first_mismatch.empty())
+      row.first_mismatch = fmt::format("{}: head {} token {} column {}: GPU {:a} emulation {:a}", stage, h, token,
+                                       column, gpu, expected);
+  };
+  for (Eigen::Index first = 0; first < tokens; first += C) {
+    std::size_t score_bad = 0, intra_bad = 0;
+    for (Eigen::Index t = first; t < first + C; ++t) {
+      for (int s = 0; s < C; ++s) {
+        const float e = emu.scores(t, s), g = gpu_scores[score_head + std::size_t(t) * C + std::size_t(s)];
+        if (same_bits(e, g)) continue;
+        ++score_bad;
+        ++(s / c == (t - first) / c ? row.diagonal_mismatches : row.strip_mismatches);
+        note(s / c == (t - first) / c ? "P, diagonal block" : "P, strip", t, s, g, e);
+      }
+      for (Eigen::Index y = 0; y < dv; ++y) {
+        const float e = emu.intra(t, y), g = gpu_intra[intra_head + std::size_t(t * dv + y)];
+        if (same_bits(e, g)) continue;
+        ++intra_bad;
+        note(score_bad ? "intra" : "intra (P equal so far)", t, y, g, e);
+      }
+    }
+    row.score_mismatches += score_bad;
+    row.intra_mismatches += intra_bad;
+    if (!score_bad) row.pv_only_mismatches += intra_bad;
+    row.checked += std::size_t(C) * std::size_t(C + dv);
+    ++row.chunks_checked;
+    if (score_bad || intra_bad) ++row.chunks_mismatching;
+  }
+}
+
+// The first mismatching chunks of head h as .npy files under OUT/failing/ (at most keep per row).
+void keep_failing(Row& row, int h, int keep, const std::string& out, const MatrixF& q, const MatrixF& k,
+                  const MatrixF& v, const MatrixF& log_alpha, const linear::IntraResult& emu,
+                  const std::vector<float>& gpu_scores, const std::vector<float>& gpu_intra) {
+  constexpr int C = kernels::kGlaChunk;
+  const Eigen::Index tokens = q.rows(), dv = v.cols();
+  const std::string dir = out + "/failing";
+  for (Eigen::Index first = 0; first < tokens && row.chunks_kept < std::size_t(keep); first += C) {
+    const float* gs = gpu_scores.data() + (std::size_t(h) * std::size_t(tokens) + std::size_t(first)) * C;
+    const float* gi = gpu_intra.data() + (std::size_t(h) * std::size_t(tokens) + std::size_t(first)) * std::size_t(dv);
+    bool bad = false;
+    for (Eigen::Index i = 0; i < C * C && !bad; ++i) bad = !same_bits(gs[i], emu.scores(first + i / C, i % C));
+    for (Eigen::Index i = 0; i < C * dv && !bad; ++i) bad = !same_bits(gi[i], emu.intra(first + i / dv, i % dv));
+    if (!bad) continue;
+    std::filesystem::create_directories(dir);
+    const std::string stem = fmt::format("{}/{}x{}-{}-head{}-token{}-", dir, q.cols(), dv, row.kernel, h, first);
+    const auto rows_of = [&](const MatrixF& m, const char* name) {
+      const MatrixF block = m.middleRows(first, C);  // row-major copy of the chunk
+      write_npy(stem + name + ".npy", {std::size_t(C), std::size_t(m.cols())},
+                std::span<const float>(block.data(), std::size_t(block.size())));
+    };
+    rows_of(q, "q");
+    rows_of(k, "k");
+    rows_of(v, "v");
+    rows_of(log_alpha, "log_alpha");
+    rows_of(emu.scores, "scores_emulation");
+    rows_of(emu.intra, "intra_emulation");
+    write_npy(stem + "scores_gpu.npy", {std::size_t(C), std::size_t(C)}, std::span<const float>(gs, std::size_t(C * C)));
+    write_npy(stem + "intra_gpu.npy", {std::size_t(C), std::size_t(dv)}, std::span<const float>(gi, std::size_t(C * dv)));
+    ++row.chunks_kept;
+  }
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"check_linear_gpu: the intra-chunk GLA kernels against their emulation, bit for bit, and their speed"};
-  int heads = 16, tokens = 4096, check_heads = 2, reps = 20;
+  int heads = 16, tokens = 4096, check_heads = 2, reps = 20, keep = 2;
   std::uint64_t seed = 1;
   std::vector<std::string> shape_names{"64x64", "128x128", "128x256"};
   std::string out = "build/results/linear-gpu";
   app.add_option("--heads", heads, "heads (batch x heads) per launch")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("--tokens", tokens, "tokens per head (a multiple of 64)")->check(CLI::Range(64, 1 << 20))->capture_default_str();
   app.add_option("--check-heads", check_heads, "heads compared with the emulation (0: none)")->check(CLI::Range(0, 4096))->capture_default_str();
+  app.add_option("--keep", keep, "mismatching chunks kept as .npy per kernel and shape")->check(CLI::Range(0, 1000))->capture_default_str();
   app.add_option("--reps", reps, "timed launches per kernel")->check(CLI::Range(1, 100000))->capture_default_str();
   app.add_option("--seed", seed, "data and gate seed")->capture_default_str();
   app.add_option("--shapes", shape_names, "DKxDV shapes: 64x64, 128x128, 128x256")->delimiter(',')->capture_default_str();
@@ -149,20 +231,10 @@ int main(int argc, char** argv) {
         for (int h = 0; h < check_heads; ++h) {
           const linear::IntraResult emu = linear::intra_chunk(pipeline, qk.q[std::size_t(h)], qk.k[std::size_t(h)],
                                                               vdata.v[std::size_t(h)], log_alpha[std::size_t(h)]);
-          const auto compare = [&](const MatrixF& expected, const std::vector<float>& got, std::size_t& count,
-                                   const char* stage) {
-            const std::size_t offset = std::size_t(h) * std::size_t(expected.size());
-            for (Eigen::Index i = 0; i < expected.size(); ++i) {
-              const float e = expected.data()[i], g = got[offset + std::size_t(i)];
-              if (std::bit_cast<std::uint32_t>(e) == std::bit_cast<std::uint32_t>(g)) continue;
-              if (count++ == 0 && row.first_mismatch.empty())
-                row.first_mismatch = fmt::format("{}: head {} token {} column {}: GPU {:a} emulation {:a}", stage, h,
-                                                 i / expected.cols(), i % expected.cols(), g, e);
-            }
-            row.checked += std::size_t(expected.size());
-          };
-          compare(emu.scores, gpu_scores, row.score_mismatches, "scores");
-          compare(emu.intra, gpu_intra, row.intra_mismatches, "intra");
+          compare_head(row, h, emu, gpu_scores, gpu_intra);
+          if (row.chunks_kept < std::size_t(keep))
+            keep_failing(row, h, keep, out, qk.q[std::size_t(h)], qk.k[std::size_t(h)], vdata.v[std::size_t(h)],
+                         log_alpha[std::size_t(h)], emu, gpu_scores, gpu_intra);
         }
         if (row.score_mismatches || row.intra_mismatches) all_equal = false;
 
@@ -188,12 +260,15 @@ int main(int argc, char** argv) {
 
     std::string table = fmt::format(
         "\n{} heads x {} tokens, chunk {}, sub-chunk {}; bits compared on {} heads; {} timed launches\n\n"
-        "| d_k x d_v | kernel (preset) | values compared | score mismatches | intra mismatches | ms / launch | "
-        "TFLOPS (intra-chunk MACs x 2) | speed vs bf16 |\n|---|---|---|---|---|---|---|---|\n",
+        "| d_k x d_v | kernel (preset) | values compared | P mismatches (diagonal / strips) | output mismatches "
+        "(where P equal) | chunks mismatching / checked | ms / launch | TFLOPS (intra-chunk MACs x 2) | "
+        "speed vs bf16 |\n|---|---|---|---|---|---|---|---|---|\n",
         heads, tokens, kernels::kGlaChunk, kernels::kGlaSubChunk, check_heads, reps);
     for (const Row& r : rows)
-      table += fmt::format("| {}x{} | {} | {} | {} | {} | {:.4f} | {:.1f} | {:.2f}x |\n", r.shape.dk, r.shape.dv,
-                           r.kernel, r.checked, r.score_mismatches, r.intra_mismatches, r.ms, r.tflops, r.speedup);
+      table += fmt::format("| {}x{} | {} | {} | {} ({} / {}) | {} ({}) | {} / {} | {:.4f} | {:.1f} | {:.2f}x |\n",
+                           r.shape.dk, r.shape.dv, r.kernel, r.checked, r.score_mismatches, r.diagonal_mismatches,
+                           r.strip_mismatches, r.intra_mismatches, r.pv_only_mismatches, r.chunks_mismatching,
+                           r.chunks_checked, r.ms, r.tflops, r.speedup);
     std::cout << table;
     for (const Row& r : rows)
       if (!r.first_mismatch.empty()) std::cout << "first mismatch, " << r.kernel << " " << r.shape.dk << "x" << r.shape.dv << ": " << r.first_mismatch << "\n";
@@ -204,20 +279,25 @@ int main(int argc, char** argv) {
     prov.gpu_driver = gpu->driver;
     prov.cuda_runtime = gpu->runtime;
     std::ofstream csv(out + "/gpu.csv");
-    csv << "dk,dv,kernel,values_compared,score_mismatches,intra_mismatches,ms,tflops,speedup_vs_bf16\n";
+    csv << "dk,dv,kernel,values_compared,score_mismatches,diagonal_mismatches,strip_mismatches,intra_mismatches,"
+           "intra_mismatches_p_equal,chunks_checked,chunks_mismatching,ms,tflops,speedup_vs_bf16\n";
     nlohmann::json j = nlohmann::json::array();
     for (const Row& r : rows) {
-      csv << fmt::format("{},{},{},{},{},{},{:.6f},{:.3f},{:.4f}\n", r.shape.dk, r.shape.dv, r.kernel, r.checked,
-                         r.score_mismatches, r.intra_mismatches, r.ms, r.tflops, r.speedup);
+      csv << fmt::format("{},{},{},{},{},{},{},{},{},{},{},{:.6f},{:.3f},{:.4f}\n", r.shape.dk, r.shape.dv, r.kernel,
+                         r.checked, r.score_mismatches, r.diagonal_mismatches, r.strip_mismatches, r.intra_mismatches,
+                         r.pv_only_mismatches, r.chunks_checked, r.chunks_mismatching, r.ms, r.tflops, r.speedup);
       j.push_back({{"dk", r.shape.dk}, {"dv", r.shape.dv}, {"kernel", r.kernel}, {"values_compared", r.checked},
-                   {"score_mismatches", r.score_mismatches}, {"intra_mismatches", r.intra_mismatches},
+                   {"score_mismatches", r.score_mismatches}, {"diagonal_mismatches", r.diagonal_mismatches},
+                   {"strip_mismatches", r.strip_mismatches}, {"intra_mismatches", r.intra_mismatches},
+                   {"intra_mismatches_p_equal", r.pv_only_mismatches}, {"chunks_checked", r.chunks_checked},
+                   {"chunks_mismatching", r.chunks_mismatching}, {"chunks_kept", r.chunks_kept},
                    {"first_mismatch", r.first_mismatch}, {"ms", r.ms}, {"tflops", r.tflops}, {"speedup_vs_bf16", r.speedup}});
     }
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
     std::ofstream(out + "/gpu.json") << nlohmann::json{{"provenance", prov.to_json()}, {"command", command},
                                                        {"heads", heads}, {"tokens", tokens}, {"check_heads", check_heads},
-                                                       {"reps", reps}, {"seed", seed}, {"rows", j}}.dump(2)
+                                                       {"keep", keep}, {"reps", reps}, {"seed", seed}, {"rows", j}}.dump(2)
                                      << "\n";
     std::cout << "wrote " << out << "/gpu.csv, gpu.json\n";
     return all_equal ? 0 : 1;

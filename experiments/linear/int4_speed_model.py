@@ -21,7 +21,9 @@ only be quantized inside the kernel, after gating (no INT4 copies in HBM to read
 Two bounds per variant: "serial" adds the tensor-core, fp32 and memory times (no overlap),
 "overlap" takes their maximum (perfect overlap). With --measured (check_linear_gpu's gpu.csv, gpu.json beside it)
 it also adds, to the measured time of the int8-smooth-fp8 kernel, the extra pure MMA time that INT4
-scores would take on Hopper at peak rate (a lower bound on the INT4 kernel's time).
+scores would take on Hopper at peak rate (a lower bound on the INT4 kernel's time), and subtracts half
+the pure INT8 score MMA time at peak, for INT4 tensor cores at twice the INT8 rate (Ada's ratio: the
+most such MMAs could save).
 """
 import argparse
 import csv
@@ -112,10 +114,13 @@ def measured(path, C, c):
     chunks = meta["heads"] * meta["tokens"] // C
     gpu = meta["provenance"].get("gpu", "?")
     print(f"## From the measured kernels ({gpu}, {meta['heads']} heads x {meta['tokens']} tokens = {chunks} chunks)\n")
-    print("INT4 scores on Hopper add at least the pure MMA time of s4 over s8 at peak rate (s4 12-20x slower than s8):\n")
-    print("| d_k x d_v | bf16 ms | int8-smooth ms | bf16-fp8 ms | int8-smooth-fp8 ms (speed vs bf16) | "
-          "int4-smooth-fp8 on Hopper, modeled ms (speed vs bf16) |")
-    print("|---|---|---|---|---|---|")
+    print("INT4 scores on Hopper add at least the pure MMA time of s4 over s8 at peak rate (s4 12-20x slower than s8);\n"
+          "with INT4 tensor cores at twice the INT8 rate (Ada's ratio), the scores' MMA time at peak would at most halve.\n"
+          "Score MMA share: the inter-sub-chunk MACs at H100's INT8 peak over the measured int8-smooth-fp8 time.\n")
+    print("| d_k x d_v | bf16 ms | int8-smooth ms | bf16-fp8 ms | int8-smooth-fp8 ms (speed vs bf16) | score MMA share | "
+          "int4-smooth-fp8 on Hopper, modeled ms (speed vs bf16) | int4-smooth-fp8 with INT4 at 2x INT8, modeled ms "
+          "(speed vs bf16) |")
+    print("|---|---|---|---|---|---|---|---|")
     shapes = sorted({(int(r["dk"]), int(r["dv"])) for r in rows})
     h100 = RATES["H100"]
     for dk, dv in shapes:
@@ -125,9 +130,13 @@ def measured(path, C, c):
         qk = work(C, c, dk, dv)["qk_macs"] * chunks
         extra = [qk * (1 / h100["int4"][i] - 1 / h100["int8"]) * 1e3 for i in (1, 0)]  # ms: 12x, 20x
         i4 = [t["int8-smooth-fp8"] + e for e in extra]
+        int8_mma = qk / h100["int8"] * 1e3  # ms
+        ada_like = t["int8-smooth-fp8"] - int8_mma / 2
         print(f"| {dk}x{dv} | {t['bf16']:.4f} | {t['int8-smooth']:.4f} | {t['bf16-fp8']:.4f} | "
               f"{t['int8-smooth-fp8']:.4f} ({t['bf16'] / t['int8-smooth-fp8']:.2f}x) | "
-              f"{i4[0]:.4f} .. {i4[1]:.4f} ({t['bf16'] / i4[0]:.2f}x .. {t['bf16'] / i4[1]:.2f}x) |")
+              f"{int8_mma / t['int8-smooth-fp8']:.2%} | "
+              f"{i4[0]:.4f} .. {i4[1]:.4f} ({t['bf16'] / i4[0]:.2f}x .. {t['bf16'] / i4[1]:.2f}x) | "
+              f"{ada_like:.4f} ({t['bf16'] / ada_like:.2f}x) |")
     print()
 
 
