@@ -37,9 +37,9 @@ class Normal {
 
 // exp(sigma * a(t)), a(t) white noise smoothed by a Gaussian kernel of width `length`,
 // normalised to unit variance; times the outlier scale on a random fraction of the tokens.
-std::vector<double> token_scales(Normal& normal, const SyntheticAttentionSpec& s) {
+std::vector<double> token_scales(Normal& normal, const SyntheticAttentionSpec& s, double sigma) {
   const int tokens = s.tokens;
-  const double sigma = s.token_scale_sigma, length = s.token_scale_length;
+  const double length = s.token_scale_length;
   const int half = int(std::ceil(3 * length));
   std::vector<double> noise(std::size_t(tokens + 2 * half));
   for (double& z : noise) z = normal();
@@ -73,31 +73,47 @@ std::optional<std::string> SyntheticAttentionSpec::validate() const {
     return "token_scale_length=" + std::to_string(token_scale_length) + ": must be in [0, 1e5]";
   if (!(token_noise_length >= 0 && token_noise_length <= 1e9))
     return "token_noise_length=" + std::to_string(token_noise_length) + ": must be in [0, 1e9]";
+  if (v_token_noise_length && !(*v_token_noise_length >= 0 && *v_token_noise_length <= 1e9))
+    return "v_token_noise_length=" + std::to_string(*v_token_noise_length) + ": must be in [0, 1e9]";
+  if (v_token_scale_sigma && !(std::isfinite(*v_token_scale_sigma) && *v_token_scale_sigma >= 0))
+    return "v_token_scale_sigma=" + std::to_string(*v_token_scale_sigma) + ": must be finite and >= 0";
   if (!(outlier_token_fraction >= 0 && outlier_token_fraction <= 1))
     return "outlier_token_fraction=" + std::to_string(outlier_token_fraction) + ": must be in [0, 1]";
-  for (double v : {token_scale_sigma, outlier_token_scale, outlier_std, outlier_bias, k_bias_std, q_bias_std, q_segment_offset_std,
-                   v_bias_std, q_gain})
-    if (!std::isfinite(v) || v < 0) return "every spread, bias and gain must be finite and >= 0";
+  for (double v : {token_scale_sigma, outlier_token_scale, outlier_std, outlier_bias, outlier_bias_decay,
+                   channel_std_log_sigma, v_channel_std_log_sigma, k_bias_std, q_bias_std, q_outlier_bias_scale,
+                   q_segment_offset_std, k_segment_offset_std, v_bias_std, q_gain})
+    if (!std::isfinite(v) || v < 0) return "every spread, bias, decay and gain must be finite and >= 0";
+  if (q_outlier_rope_partner && dim % 2 != 0)
+    return "q_outlier_rope_partner needs an even dim (rotary pairs c, c + dim/2), got dim=" + std::to_string(dim);
   return std::nullopt;
 }
 
 nlohmann::json SyntheticAttentionSpec::to_json() const {
-  return {{"heads", heads},
+  return {{"preset", preset},
+          {"heads", heads},
           {"tokens", tokens},
           {"dim", dim},
           {"seed", seed},
           {"token_scale_sigma", token_scale_sigma},
           {"token_scale_length", token_scale_length},
           {"token_noise_length", token_noise_length},
+          {"v_token_scale_sigma", v_token_scale_sigma ? nlohmann::json(*v_token_scale_sigma) : nlohmann::json()},
+          {"v_token_noise_length", v_token_noise_length ? nlohmann::json(*v_token_noise_length) : nlohmann::json()},
           {"outlier_token_fraction", outlier_token_fraction},
           {"outlier_token_scale", outlier_token_scale},
           {"outlier_channels", outlier_channels},
           {"outlier_std", outlier_std},
           {"outlier_bias", outlier_bias},
+          {"outlier_bias_decay", outlier_bias_decay},
+          {"channel_std_log_sigma", channel_std_log_sigma},
+          {"v_channel_std_log_sigma", v_channel_std_log_sigma},
           {"k_bias_std", k_bias_std},
           {"q_bias_std", q_bias_std},
+          {"q_outlier_bias_scale", q_outlier_bias_scale},
+          {"q_outlier_rope_partner", q_outlier_rope_partner},
           {"q_segment_tokens", q_segment_tokens},
           {"q_segment_offset_std", q_segment_offset_std},
+          {"k_segment_offset_std", k_segment_offset_std},
           {"v_bias_std", v_bias_std},
           {"q_gain", q_gain}};
 }
@@ -114,41 +130,114 @@ AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
       q_bias[std::size_t(c)] = s.q_bias_std * normal();
       v_bias[std::size_t(c)] = s.v_bias_std * normal();
     }
+    std::vector<bool> is_outlier(std::size_t(s.dim), false);
     for (int i = 0; i < s.outlier_channels; ++i) {
       std::size_t c;
       do c = std::size_t(normal.below(std::uint64_t(s.dim)));
-      while (channel_std[c] != 1.0);
+      while (is_outlier[c]);
+      is_outlier[c] = true;
       channel_std[c] = s.outlier_std;
       const double sign = normal() < 0 ? -1.0 : 1.0;
-      k_bias[c] += sign * s.outlier_bias;
-      q_bias[c] += sign * s.outlier_bias / 2;
+      const double bias = s.outlier_bias_decay == 0 ? s.outlier_bias : s.outlier_bias / std::pow(i + 1, s.outlier_bias_decay);
+      k_bias[c] += sign * bias;
+      q_bias[s.q_outlier_rope_partner ? (c + std::size_t(s.dim / 2)) % std::size_t(s.dim) : c] +=
+          sign * s.q_outlier_bias_scale * bias;
     }
     const int segments = (s.tokens + s.q_segment_tokens - 1) / s.q_segment_tokens;
-    MatrixD q_offset(segments, s.dim);
+    MatrixD q_offset(segments, s.dim), k_offset = MatrixD::Zero(segments, s.dim);
     for (int g = 0; g < segments; ++g)
       for (int c = 0; c < s.dim; ++c) q_offset(g, c) = s.q_segment_offset_std * normal();
-    const auto r_q = token_scales(normal, s);
-    const auto r_k = token_scales(normal, s);
-    const auto r_v = token_scales(normal, s);
+    // The draws of the later parameters come after those of the original ones, and only when
+    // they are on, so the data of specs without them stays the same, bit for bit.
+    if (s.k_segment_offset_std > 0)
+      for (int g = 0; g < segments; ++g)
+        for (int c = 0; c < s.dim; ++c) k_offset(g, c) = s.k_segment_offset_std * normal();
+    std::vector<double> v_std(std::size_t(s.dim), 1.0);
+    if (s.channel_std_log_sigma > 0)
+      for (double& x : channel_std) x *= std::exp(s.channel_std_log_sigma * normal());
+    if (s.v_channel_std_log_sigma > 0)
+      for (double& x : v_std) x = std::exp(s.v_channel_std_log_sigma * normal());
+    const auto r_q = token_scales(normal, s, s.token_scale_sigma);
+    const auto r_k = token_scales(normal, s, s.token_scale_sigma);
+    const auto r_v = token_scales(normal, s, s.v_token_scale_sigma.value_or(s.token_scale_sigma));
     // z of each tensor and channel, carried along the tokens (rho = 0: z = e, bit for bit).
-    const double rho = s.token_noise_length > 0 ? std::exp(-1.0 / s.token_noise_length) : 0.0;
-    const double innovation = std::sqrt(1.0 - rho * rho);
+    struct Ar1 {
+      double rho, innovation;
+      explicit Ar1(double length) : rho(length > 0 ? std::exp(-1.0 / length) : 0.0), innovation(std::sqrt(1.0 - rho * rho)) {}
+    };
+    const Ar1 qk_noise(s.token_noise_length), v_noise(s.v_token_noise_length.value_or(s.token_noise_length));
     std::vector<double> z_k(std::size_t(s.dim)), z_q(std::size_t(s.dim)), z_v(std::size_t(s.dim));
-    const auto step = [&](double& z, int t) { return z = t == 0 ? normal() : rho * z + innovation * normal(); };
+    const auto step = [&](double& z, int t, const Ar1& p) {
+      return z = t == 0 ? normal() : p.rho * z + p.innovation * normal();
+    };
     MatrixF q(s.tokens, s.dim), k(s.tokens, s.dim), v(s.tokens, s.dim);
     for (int t = 0; t < s.tokens; ++t)
       for (int c = 0; c < s.dim; ++c) {
         const auto ct = std::size_t(c), tt = std::size_t(t);
-        k(t, c) = float(k_bias[ct] + r_k[tt] * channel_std[ct] * step(z_k[ct], t));
-        const double q_noise = r_q[tt] * channel_std[ct] * step(z_q[ct], t);
-        q(t, c) = float(s.q_gain * (q_bias[ct] + q_offset(t / s.q_segment_tokens, c) + q_noise));
-        v(t, c) = float(v_bias[ct] + r_v[tt] * step(z_v[ct], t));
+        const int segment = t / s.q_segment_tokens;
+        k(t, c) = float(k_bias[ct] + k_offset(segment, c) + r_k[tt] * channel_std[ct] * step(z_k[ct], t, qk_noise));
+        const double q_noise = r_q[tt] * channel_std[ct] * step(z_q[ct], t, qk_noise);
+        q(t, c) = float(s.q_gain * (q_bias[ct] + q_offset(segment, c) + q_noise));
+        v(t, c) = float(v_bias[ct] + r_v[tt] * v_std[ct] * step(z_v[ct], t, v_noise));
       }
     data.q.push_back(std::move(q));
     data.k.push_back(std::move(k));
     data.v.push_back(std::move(v));
   }
   return data;
+}
+
+namespace {
+
+SyntheticAttentionSpec smollm2_like() {
+  SyntheticAttentionSpec s;
+  s.heads = 9;
+  s.tokens = 1024;
+  s.dim = 64;
+  s.token_scale_sigma = 0.11;
+  s.token_scale_length = 0;
+  s.token_noise_length = 2;
+  s.v_token_scale_sigma = 0.21;
+  s.v_token_noise_length = 0.5;
+  s.outlier_token_fraction = 0;
+  s.outlier_channels = 12;
+  s.outlier_std = 1;
+  s.outlier_bias = 9.5;
+  s.outlier_bias_decay = 0.9;
+  s.channel_std_log_sigma = 0.33;
+  s.v_channel_std_log_sigma = 0.2;
+  s.k_bias_std = 0;
+  s.q_bias_std = 0;
+  s.q_outlier_bias_scale = 0.85;
+  s.q_outlier_rope_partner = true;
+  s.q_segment_tokens = 128;
+  s.q_segment_offset_std = 0.5;
+  s.k_segment_offset_std = 0.62;
+  s.v_bias_std = 0.33;
+  s.q_gain = 1;
+  return s;
+}
+
+const SyntheticPreset kPresets[]{
+    {"default", "the generator's default values", SyntheticAttentionSpec{}},
+    {"smollm2", "matched to SmolLM2-135M's Q, K, V (results/data/smollm2-135m/stats.json)", smollm2_like()},
+};
+
+}  // namespace
+
+std::span<const SyntheticPreset> synthetic_presets() { return kPresets; }
+
+SyntheticAttentionSpec synthetic_preset(std::string_view name) {
+  std::string names;
+  for (const SyntheticPreset& p : kPresets) {
+    if (p.name == name) {
+      SyntheticAttentionSpec spec = p.spec;
+      spec.preset = std::string(p.name);
+      return spec;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(p.name);
+  }
+  throw std::invalid_argument("unknown synthetic preset '" + std::string(name) + "' (known: " + names + ")");
 }
 
 namespace {

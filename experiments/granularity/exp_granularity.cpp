@@ -133,35 +133,59 @@ int main(int argc, char** argv) {
   std::vector<std::string> table_keys;
   for (const Table& t : kTables) table_keys.emplace_back(t.key);
   std::vector<std::string> data;
-  SyntheticAttentionSpec synthetic;
+  // The options write into `given`; the data starts from --preset and takes the options given.
+  SyntheticAttentionSpec given;
+  std::string preset = "default";
   ThreadTiling tiling;
   std::uint64_t hadamard_seed = 0;
   app.add_option("--out", out_dir, "output folder")->capture_default_str();
   app.add_option("--data", data, "Q, K, V .npy files ([tokens, d] or [heads, tokens, d], float32/float16)")
       ->expected(3);
-  app.add_option("--seed", synthetic.seed, "synthetic data seed")->capture_default_str();
-  app.add_option("--heads", synthetic.heads, "synthetic heads")->capture_default_str();
-  app.add_option("--tokens", synthetic.tokens, "synthetic tokens")->capture_default_str();
-  app.add_option("--dim", synthetic.dim, "synthetic head dimension")->capture_default_str();
-  // Every generator parameter (numerics/synthetic.hpp documents the model).
-  for (auto [flag, value, help] : std::initializer_list<std::tuple<const char*, double*, const char*>>{
-           {"--token-scale-sigma", &synthetic.token_scale_sigma, "log-sd of token magnitudes"},
-           {"--token-scale-length", &synthetic.token_scale_length, "correlation length of token magnitudes (tokens)"},
-           {"--token-noise-length", &synthetic.token_noise_length,
-            "correlation length (tokens) of each channel's token-to-token variation: neighbouring tokens share their "
-            "vectors and amax (0: independent)"},
-           {"--outlier-token-fraction", &synthetic.outlier_token_fraction, "fraction of tokens scaled up"},
-           {"--outlier-token-scale", &synthetic.outlier_token_scale, "their magnitude factor"},
-           {"--outlier-std", &synthetic.outlier_std, "spread of the outlier channels"},
-           {"--outlier-bias", &synthetic.outlier_bias, "bias of the outlier channels"},
-           {"--k-bias-std", &synthetic.k_bias_std, "spread of K's channel bias"},
-           {"--q-bias-std", &synthetic.q_bias_std, "spread of Q's channel bias"},
-           {"--q-segment-offset-std", &synthetic.q_segment_offset_std, "spread of Q's per-segment channel offsets"},
-           {"--v-bias-std", &synthetic.v_bias_std, "spread of V's channel bias"},
-           {"--q-gain", &synthetic.q_gain, "Q multiplier (attention sharpness)"}})
-    app.add_option(flag, *value, help)->capture_default_str();
-  app.add_option("--outlier-channels", synthetic.outlier_channels, "channels with outliers")->capture_default_str();
-  app.add_option("--q-segment-tokens", synthetic.q_segment_tokens, "tokens per Q offset segment")->capture_default_str();
+  std::vector<std::string> preset_names;
+  std::string preset_help = "synthetic data preset; the options below change its values:";
+  for (const SyntheticPreset& p : synthetic_presets()) {
+    preset_names.emplace_back(p.name);
+    preset_help += " " + std::string(p.name) + " (" + std::string(p.description) + ");";
+  }
+  app.add_option("--preset", preset, preset_help)->check(CLI::IsMember(preset_names))->capture_default_str();
+  app.add_option("--seed", given.seed, "synthetic data seed")->capture_default_str();
+  // Every generator parameter (numerics/synthetic.hpp documents the model); defaults shown are
+  // the default preset's.
+  using S = SyntheticAttentionSpec;
+  const std::tuple<const char*, int S::*, const char*> int_options[]{
+      {"--heads", &S::heads, "synthetic heads"},
+      {"--tokens", &S::tokens, "synthetic tokens"},
+      {"--dim", &S::dim, "synthetic head dimension"},
+      {"--outlier-channels", &S::outlier_channels, "channels with outliers"},
+      {"--q-segment-tokens", &S::q_segment_tokens, "tokens per Q (and K) offset segment"}};
+  const std::tuple<const char*, double S::*, const char*> double_options[]{
+      {"--token-scale-sigma", &S::token_scale_sigma, "log-sd of token magnitudes"},
+      {"--token-scale-length", &S::token_scale_length, "correlation length of token magnitudes (tokens)"},
+      {"--token-noise-length", &S::token_noise_length,
+       "correlation length (tokens) of each channel's token-to-token variation: neighbouring tokens share their "
+       "vectors and amax (0: independent)"},
+      {"--outlier-token-fraction", &S::outlier_token_fraction, "fraction of tokens scaled up"},
+      {"--outlier-token-scale", &S::outlier_token_scale, "their magnitude factor"},
+      {"--outlier-std", &S::outlier_std, "spread of the outlier channels"},
+      {"--outlier-bias", &S::outlier_bias, "bias of the outlier channels"},
+      {"--outlier-bias-decay", &S::outlier_bias_decay, "the i-th outlier channel's bias is outlier-bias / (i+1)^decay"},
+      {"--channel-std-log-sigma", &S::channel_std_log_sigma, "log-sd of the Q, K channel scales"},
+      {"--v-channel-std-log-sigma", &S::v_channel_std_log_sigma, "log-sd of the V channel scales"},
+      {"--k-bias-std", &S::k_bias_std, "spread of K's channel bias"},
+      {"--q-bias-std", &S::q_bias_std, "spread of Q's channel bias"},
+      {"--q-outlier-bias-scale", &S::q_outlier_bias_scale, "Q's outlier-channel bias over K's"},
+      {"--q-segment-offset-std", &S::q_segment_offset_std, "spread of Q's per-segment channel offsets"},
+      {"--k-segment-offset-std", &S::k_segment_offset_std, "spread of K's per-segment channel offsets"},
+      {"--v-bias-std", &S::v_bias_std, "spread of V's channel bias"},
+      {"--q-gain", &S::q_gain, "Q multiplier (attention sharpness)"}};
+  const std::tuple<const char*, std::optional<double> S::*, const char*> optional_options[]{
+      {"--v-token-scale-sigma", &S::v_token_scale_sigma, "V's own log-sd of token magnitudes (default: the shared one)"},
+      {"--v-token-noise-length", &S::v_token_noise_length, "V's own token noise length (default: the shared one)"}};
+  for (const auto& [flag, member, help] : int_options) app.add_option(flag, given.*member, help)->capture_default_str();
+  for (const auto& [flag, member, help] : double_options) app.add_option(flag, given.*member, help)->capture_default_str();
+  for (const auto& [flag, member, help] : optional_options) app.add_option(flag, given.*member, help);
+  app.add_flag("--q-outlier-rope-partner", given.q_outlier_rope_partner,
+               "Q's outlier biases on the rotary partner channel (c + dim/2) of K's");
   app.add_option("--instruction", instruction, "per-thread groups from this instruction")->capture_default_str();
   app.add_option("--element", element_name, "Q/K element format (default: the instruction's; no other is accepted)");
   app.add_option("--tables", table_keys,
@@ -175,6 +199,15 @@ int main(int argc, char** argv) {
   app.add_option("--block-k", tiling.block_k, "K block (tokens)")->capture_default_str();
   app.add_option("--hadamard-seed", hadamard_seed, "HadmdAttn rotation seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  SyntheticAttentionSpec synthetic = synthetic_preset(preset);
+  synthetic.seed = given.seed;
+  for (const auto& [flag, member, help] : int_options)
+    if (app.count(flag)) synthetic.*member = given.*member;
+  for (const auto& [flag, member, help] : double_options)
+    if (app.count(flag)) synthetic.*member = given.*member;
+  for (const auto& [flag, member, help] : optional_options)
+    if (app.count(flag)) synthetic.*member = given.*member;
+  if (app.count("--q-outlier-rope-partner")) synthetic.q_outlier_rope_partner = true;
 
   try {
     tiling.atom = parse_instruction(instruction);
