@@ -63,18 +63,27 @@ NpyArray read_npy(const std::string& path) {
   NpyArray a;
   a.dtype = header_field(header, "descr", path);
   a.dtype = a.dtype.substr(1, a.dtype.size() - 2);
-  if (a.dtype != "<f4" && a.dtype != "<f2")
-    fail(path, "dtype " + a.dtype + " is not supported (float32 '<f4' or float16 '<f2')");
+  if (a.dtype != "<f4" && a.dtype != "<f2" && a.dtype != "<V2")
+    fail(path, "dtype " + a.dtype + " is not supported (float32 '<f4', float16 '<f2', bfloat16 '<V2' as ml_dtypes saves it)");
   if (header_field(header, "fortran_order", path) != "False")
     fail(path, "Fortran-order arrays are not supported (save with C order)");
   const std::string shape = header_field(header, "shape", path);
   std::size_t count = 1;
   const std::regex digits("\\d+");
+  constexpr std::size_t kLargest = std::size_t(1) << 40;  // elements: far beyond any file here
   for (std::sregex_iterator it(shape.begin(), shape.end(), digits), end; it != end; ++it) {
-    a.shape.push_back(std::stoull(it->str()));
-    count *= a.shape.back();
+    const std::string text = it->str();
+    if (text.size() > 12 || std::stoull(text) > kLargest || (count *= std::stoull(text)) > kLargest)
+      fail(path, "shape " + shape + " is too large");
+    a.shape.push_back(std::stoull(text));
   }
   const std::size_t width = a.dtype == "<f4" ? 4 : 2;
+  const std::streampos data_start = in.tellg();
+  in.seekg(0, std::ios::end);
+  const std::size_t available = std::size_t(in.tellg() - data_start);
+  in.seekg(data_start);
+  if (available < count * width)
+    fail(path, "data ends after " + std::to_string(available) + " of " + std::to_string(count * width) + " bytes");
   std::vector<char> raw(count * width);
   in.read(raw.data(), std::streamsize(raw.size()));
   if (std::size_t(in.gcount()) != raw.size())
@@ -88,7 +97,7 @@ NpyArray read_npy(const std::string& path) {
     } else {
       std::uint16_t bits;
       std::memcpy(&bits, raw.data() + 2 * i, 2);
-      a.data[i] = half_to_float(bits);
+      a.data[i] = a.dtype == "<f2" ? half_to_float(bits) : bfloat16_to_float(bits);
     }
   }
   return a;

@@ -22,7 +22,7 @@
 
 #include "emulation/convert.hpp"
 #include "emulation/convert_fast.hpp"
-#include "numerics/provenance.hpp"
+#include "experiments/common/results.hpp"
 
 #if LOWBIT_HAVE_CUDA_HEADERS
 #include <cuda_bf16.h>
@@ -175,8 +175,13 @@ int main(int argc, char** argv) {
   const std::size_t count = std::size_t{1} << log2_count;
   const auto isa = fastconv::best_available();
   const Provenance provenance = Provenance::current();
-  std::string command = argv[0];
-  for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
+  experiments::RunInfo run = experiments::RunInfo::from_args(argc, argv);
+  run.machine = provenance;
+  run.seeds = {{"inputs", seed}};
+  run.formats = std::vector<std::string>(std::begin(kFormats), std::end(kFormats));
+  run.config = {{"log2_count", log2_count}, {"repetitions", repetitions},
+                {"fast_path", isa ? fastconv::to_string(*isa) : "none (scalar)"}};
+  const std::string& command = run.command;
   std::vector<std::string> sigmas;
   for (const char* name : kFormats) sigmas.push_back(fmt::format("{} {:.3g}", name, input_sigma(format_from_string(name))));
   std::string table = fmt::format(
@@ -189,9 +194,9 @@ int main(int argc, char** argv) {
       "|---|---|---|---:|---:|---:|---|\n",
       provenance.comment_line(), command, count, fmt::join(sigmas, ", "), seed, repetitions,
       isa ? fastconv::to_string(*isa) : "none (scalar)");
-  std::string csv = provenance.comment_line() +
-                    "\nformat,path,output,inputs,repetitions,median_cpu_seconds,median_wall_seconds,conversions_per_second,"
-                    "ratio_vs_scalar,mismatches\n";
+  std::string csv =
+      "format,path,output,inputs,repetitions,median_cpu_seconds,median_wall_seconds,conversions_per_second,"
+      "ratio_vs_scalar,mismatches\n";
   bool all_identical = true;
   double target_rate[2] = {0, 0};  // best fast rate for e4m3, e2m1
 
@@ -232,12 +237,14 @@ int main(int argc, char** argv) {
       verdict(target_rate[0]), target_rate[0], verdict(target_rate[1]), target_rate[1], all_identical ? "yes" : "NO");
   std::fputs(table.c_str(), stdout);
 
-  for (const auto& [path, text] : {std::pair{csv_path, csv}, std::pair{markdown_path, table}}) {
-    std::ofstream out(path);
-    if (!(out << text)) {
-      std::fprintf(stderr, "bench_convert: cannot write %s\n", path.c_str());
-      return 1;
-    }
+  try {
+    const experiments::ResultDirectory folder(out_dir, run, "bench_convert");
+    folder.csv(csv_path.filename().string(), csv);
+    folder.markdown(markdown_path.filename().string(), table);
+    folder.write_provenance();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_convert: %s\n", e.what());
+    return 1;
   }
   return all_identical ? 0 : 1;
 }

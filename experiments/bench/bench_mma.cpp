@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,7 +20,7 @@
 #include "emulation/mma/arithmetic.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "emulation/mma/reference.hpp"
-#include "numerics/provenance.hpp"
+#include "experiments/common/results.hpp"
 
 using namespace lowbit;
 using namespace lowbit::mma;
@@ -168,8 +167,7 @@ int main(int argc, char** argv) {
                                   "bit-equal");
   table += fmt::format("|{:-<44}|{:->20}|{:->7}|{:->15}|{:->15}|{:->15}|{:->11}|{:->15}|\n", "", "", "", "", "", "", "",
                        "");
-  std::string csv = provenance.comment_line() + fmt::format(" kernel={} load_average={:.2f}\n", kernel, load);
-  csv +=
+  std::string csv =
       "case,arch,instruction,M,N,K,mmas_per_flush,engine_macs,engine_cpu_s,engine_macs_per_cpu_s,engine_wall_s,"
       "engine_macs_per_wall_s,reference_macs,reference_cpu_s,reference_macs_per_cpu_s,ratio,outputs_compared,"
       "outputs_bit_equal\n";
@@ -195,15 +193,26 @@ int main(int argc, char** argv) {
   fmt::print("{}\n", all_agree ? "engine and reference agree on every compared output"
                                : "DISAGREEMENT between engine and reference");
 
-  std::ofstream(out_dir + "/bench_mma.csv") << csv;
-  std::ofstream(out_dir + "/bench_mma.md")
-      << "# bench_mma: emulated MMA throughput per core\n\n"
-      << "Produced by `build/experiments/bench_mma` (experiments/bench/bench_mma.cpp). Rates are emulated\n"
-      << "multiply-accumulates per CPU second of one thread; the exact-rational reference (Boost cpp_rational,\n"
-      << "emulation/mma/reference.hpp) recomputes a block of the same outputs, which must be bit-equal.\n\n"
-      << "`" << provenance.comment_line() << "`, compiler " << provenance.compiler << ", engine kernel " << kernel
-      << ", load average " << fmt::format("{:.2f}", load) << " (wall-clock rates suffer on a shared machine).\n\n"
-      << table << "\n"
-      << verdict;
+  try {
+    experiments::RunInfo run = experiments::RunInfo::from_args(argc, argv);
+    run.machine = provenance;
+    run.seeds = {{"operands", 20251122}};
+    run.config = {{"seconds", min_seconds}, {"kernel", kernel}, {"load_average", load}};
+    for (const auto& c : cases) run.formats["instructions"].push_back({{"arch", c.arch}, {"instruction", c.name}});
+    const experiments::ResultDirectory folder(out_dir, run, "bench_mma");
+    folder.csv("bench_mma.csv", csv, {fmt::format("kernel={} load_average={:.2f}", kernel, load)});
+    folder.markdown("bench_mma.md",
+                    "# bench_mma: emulated MMA throughput per core\n\n"
+                    "Produced by `build/experiments/bench_mma` (experiments/bench/bench_mma.cpp). Rates are emulated\n"
+                    "multiply-accumulates per CPU second of one thread; the exact-rational reference (Boost cpp_rational,\n"
+                    "emulation/mma/reference.hpp) recomputes a block of the same outputs, which must be bit-equal.\n\n`" +
+                        provenance.comment_line() + "`, compiler " + provenance.compiler + ", engine kernel " + kernel +
+                        ", load average " + fmt::format("{:.2f}", load) +
+                        " (wall-clock rates suffer on a shared machine).\n\n" + table + "\n" + verdict);
+    folder.write_provenance();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "bench_mma: error: {}\n", e.what());
+    return 1;
+  }
   return all_agree ? 0 : 1;
 }

@@ -11,14 +11,13 @@
 #include <charconv>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <random>
 
 #include "emulation/convert_fast.hpp"
 #include "emulation/quant/quantize.hpp"
 #include "emulation/quant/smoothing.hpp"
-#include "numerics/provenance.hpp"
+#include "experiments/common/results.hpp"
 
 using namespace lowbit;
 using namespace lowbit::quant;
@@ -157,26 +156,29 @@ int main(int argc, char** argv) {
     std::cout << "| role | implementation | CPU seconds | wall seconds | GB/s (input, CPU) | elements/s (CPU) | codes "
                  "identical to reference |\n";
     std::cout << "|---|---|---|---|---|---|---|\n";
-    if (const auto folder = std::filesystem::path(out).parent_path(); !folder.empty())
-      std::filesystem::create_directories(folder);
-    std::ofstream csv(out);
-    if (!csv) throw std::runtime_error(out + ": cannot write");
-    csv << prov.comment_line() << "\n";
-    csv << "# tensor " << heads << "x" << tokens << "x" << dim
-        << " float32, int4 per-thread, smoothing, 1 thread, fast encode "
-        << (isa) << "\n";
-    csv << "role,implementation,cpu_seconds,wall_seconds,gb_per_s_cpu,elements_per_s_cpu,identical\n";
+    experiments::RunInfo run_info = experiments::RunInfo::from_args(argc, argv);
+    run_info.machine = prov;
+    run_info.formats = {{"element", "int4"}, {"grouping", "per-thread mma.m16n8k64.s4, 4 warps, 128x64"}};
+    run_info.config = {{"heads", heads}, {"tokens", tokens}, {"dim", dim}, {"repeats", repeats}, {"fast_encode", isa}};
+    const std::filesystem::path out_path(out);
+    const experiments::ResultDirectory folder(out_path.parent_path().empty() ? "." : out_path.parent_path(), run_info,
+                                              "bench_quantize");
+    std::string csv = "role,implementation,cpu_seconds,wall_seconds,gb_per_s_cpu,elements_per_s_cpu,identical\n";
     for (const Result& r : results) {
       const std::string identical = skip_reference ? "not checked" : r.identical ? "yes" : "NO";
       std::cout << fmt::format("| {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.3g} | {} |\n", r.role, r.implementation,
                                r.time.cpu, r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
-      csv << fmt::format("\"{}\",\"{}\",{:.4f},{:.4f},{:.3f},{:.4g},{}\n", r.role, r.implementation, r.time.cpu,
+      csv += fmt::format("\"{}\",\"{}\",{:.4f},{:.4f},{:.3f},{:.4g},{}\n", r.role, r.implementation, r.time.cpu,
                          r.time.wall, bytes / r.time.cpu / 1e9, elements / r.time.cpu, identical);
     }
     for (std::size_t i = 0; i + 1 < results.size(); i += 2)
       if (results[i + 1].implementation == "plain reference")
         std::cout << fmt::format("\n{}: library is {:.1f}x the reference (CPU time)", results[i].role,
                                  results[i + 1].time.cpu / results[i].time.cpu);
+    folder.csv(out_path.filename().string(), csv,
+               {fmt::format("tensor {}x{}x{} float32, int4 per-thread, smoothing, 1 thread, fast encode {}", heads, tokens,
+                            dim, isa)});
+    folder.write_provenance();
     std::cout << "\nwrote " << out << "\n";
     for (const Result& r : results)
       if (!r.identical) return 1;

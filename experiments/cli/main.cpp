@@ -1,5 +1,6 @@
 #include <exception>
 #include <iostream>
+#include <string>
 
 #include "experiments/cli/command.hpp"
 
@@ -11,6 +12,9 @@ int main(int argc, char** argv) {
   lowbit::cli::add_convert_command(app, exit_code);
   lowbit::cli::add_tour_command(app, exit_code);
   lowbit::cli::add_verify_vectors_command(app, exit_code);
+  std::string command;
+  for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
+  lowbit::cli::add_attention_command(app, exit_code, command);
 #if defined(LOWBIT_HAVE_KERNELS)
   lowbit::cli::add_verify_cvt_command(app, exit_code);
   lowbit::cli::add_verify_gpu_command(app, exit_code);

@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string_view>
 
@@ -16,7 +14,7 @@
 #include "emulation/attention/qk_attention.hpp"
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
-#include "numerics/provenance.hpp"
+#include "experiments/common/results.hpp"
 #include "numerics/synthetic.hpp"
 
 using namespace lowbit;
@@ -232,6 +230,8 @@ int main(int argc, char** argv) {
       if (!m.skipped.empty()) std::cerr << "exp_granularity: note: " << m.name << " skipped: " << m.skipped << "\n";
     }
 
+    // The inputs are read: from here on the results folder is written (an unwritable one fails now).
+    experiments::ResultDirectory out(out_dir, experiments::RunInfo::from_args(argc, argv));
     std::vector<Row> rows;
     for (int h = 0; h < d.heads(); ++h) {
       const MatrixD reference = attention_reference(d.q[h].cast<double>(), d.k[h].cast<double>(), d.v[h].cast<double>());
@@ -248,8 +248,6 @@ int main(int argc, char** argv) {
       std::cerr << "head " << h + 1 << "/" << d.heads() << " done\n";
     }
 
-    std::filesystem::create_directories(out_dir);
-    const Provenance prov = Provenance::current();
     nlohmann::json config{{"instruction", instruction},
                           {"element", format_name(element)},
                           {"tables", table_keys},
@@ -265,24 +263,23 @@ int main(int argc, char** argv) {
                           {"dim", d.q[0].cols()}};
     if (data.empty()) config["synthetic"] = synthetic.to_json();
     else config["data"] = data;
-    const std::string command_line = [&] {
-      std::string s;
-      for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
-      return s;
-    }();
+    out.run().inputs = data;
+    out.run().formats = {{"element", format_name(element)}, {"instruction", instruction}};
+    out.run().seeds = {{"hadamard", hadamard_seed}};
+    if (data.empty()) out.run().seeds["synthetic"] = synthetic.seed;
+    out.run().config = config;
 
-    std::ofstream csv(out_dir + "/granularity.csv");
-    csv << prov.comment_line() << "\n# command: " << command_line << "\n";
+    std::string csv;
+    std::vector<std::string> skipped;
     for (const Method& m : ms)
-      if (!m.skipped.empty()) csv << "# skipped: " << m.table << " / " << m.name << ": " << m.skipped << "\n";
-    csv << "table,method,head,cosine,relative_l1,rmse,max_abs,mean_q_scale,mean_k_scale\n";
+      if (!m.skipped.empty()) skipped.push_back("skipped: " + m.table + " / " + m.name + ": " + m.skipped);
+    csv += "table,method,head,cosine,relative_l1,rmse,max_abs,mean_q_scale,mean_k_scale\n";
     for (const Row& r : rows)
-      csv << fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f},{:.8f},{:.8g},{:.8g}\n", r.table, r.method, r.head,
+      csv += fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f},{:.8f},{:.8g},{:.8g}\n", r.table, r.method, r.head,
                          r.m.cosine, r.m.relative_l1, r.m.rmse, r.m.max_abs, r.q_scale, r.k_scale);
+    out.csv("granularity.csv", csv, skipped);
 
-    std::ofstream summary_csv(out_dir + "/summary.csv");
-    summary_csv << prov.comment_line() << "\n# command: " << command_line << "\n";
-    summary_csv << "table,method,statistic,cosine,relative_l1,rmse\n";
+    std::string summary_csv = "table,method,statistic,cosine,relative_l1,rmse\n";
     nlohmann::json summary = nlohmann::json::array();
     std::string markdown;
     std::vector<std::string> tables;
@@ -301,7 +298,7 @@ int main(int argc, char** argv) {
         if (m.table != table) continue;
         if (!m.skipped.empty()) {
           markdown += "| " + m.name + " | skipped: " + m.skipped + " | | | | | |" + (granularity ? " | |\n" : "\n");
-          summary_csv << fmt::format("\"{}\",\"{}\",skipped,,,\n", table, m.name);
+          summary_csv += fmt::format("\"{}\",\"{}\",skipped,,,\n", table, m.name);
           summary.push_back({{"table", table}, {"method", m.name}, {"skipped", m.skipped}});
           continue;
         }
@@ -312,7 +309,7 @@ int main(int argc, char** argv) {
         if (granularity) markdown += fmt::format(" {:.3f} | {:.3f} |", s.q_scale / token.q_scale, s.k_scale / token.k_scale);
         markdown += "\n";
         for (const auto& [stat, e] : {std::pair{"mean", s.mean}, std::pair{"worst", s.worst}})
-          summary_csv << fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f}\n", table, m.name, stat, e.cosine,
+          summary_csv += fmt::format("\"{}\",\"{}\",{},{:.8f},{:.8f},{:.8f}\n", table, m.name, stat, e.cosine,
                                      e.relative_l1, e.rmse);
         summary.push_back({{"table", table},
                            {"method", m.name},
@@ -324,12 +321,15 @@ int main(int argc, char** argv) {
                            {"mean_k_scale", s.k_scale}});
       }
     }
-    nlohmann::json j{{"provenance", prov.to_json()}, {"command", command_line}, {"config", config}, {"summary", summary}};
-    std::ofstream(out_dir + "/granularity.json") << j.dump(2) << "\n";
-    std::ofstream(out_dir + "/table.md") << "<!-- " << prov.comment_line() << " -->\n<!-- command: " << command_line
-                                         << " -->\n" << markdown;
+    out.csv("summary.csv", summary_csv);
+    out.json("granularity.json", nlohmann::json{{"provenance", out.run().machine.to_json()},
+                                                {"command", out.run().command},
+                                                {"config", config},
+                                                {"summary", summary}});
+    out.markdown("table.md", markdown);
+    out.write_provenance();
     std::cout << markdown;
-    std::cout << "\nwrote " << out_dir << "/{granularity.csv, summary.csv, granularity.json, table.md}\n";
+    std::cout << "\nwrote " << out_dir << "/{granularity.csv, summary.csv, granularity.json, table.md, provenance.json}\n";
   } catch (const std::exception& e) {
     std::cerr << "exp_granularity: error: " << e.what() << "\n";
     return 1;

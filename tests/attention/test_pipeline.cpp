@@ -300,3 +300,76 @@ TEST_CASE("sage2-8b stages hold what the contract says: K mean, INT8 codes, P at
   }
   CHECK(worst < 0.02);
 }
+
+TEST_CASE("stages by name: every preset's values read back to the same pipeline", "[attention][stages]") {
+  for (const auto& info : preset_list()) {
+    INFO(info.name);
+    const Pipeline p = preset(info.name, 64);
+    REQUIRE_FALSE(p.validate(64, 64));
+    Pipeline q = preset("fp32", 64);
+    for (const auto& [stage, value] : stage_values(p)) {
+      INFO(stage << "=" << value);
+      CHECK_FALSE(set_stage(q, stage + "=" + value));
+    }
+    CHECK(stage_values(q) == stage_values(p));
+    CHECK(bits(q.p.log2_scale) == bits(p.p.log2_scale));
+    CHECK(q.q.target == p.q.target);
+    CHECK(q.v.target == p.v.target);
+    CHECK(std::memcmp(q.exponential.poly.c, p.exponential.poly.c, sizeof p.exponential.poly.c) == 0);
+  }
+}
+
+TEST_CASE("stages: unknown names and values, impossible combinations", "[attention][stages][bad-input]") {
+  Pipeline p = preset("sage2-8b", 128);
+  CHECK_THAT(*set_stage(p, "nonsense"), Catch::Contains("is not STAGE=VALUE"));
+  CHECK_THAT(*set_stage(p, "flush=1"), Catch::Contains("unknown stage 'flush'"));
+  CHECK_THAT(*set_stage(p, "block-q=-3"), Catch::Contains("not a whole number >= 1"));
+  CHECK_THAT(*set_stage(p, "q=int8"), Catch::Contains("expected FORMAT:GRANULARITY"));
+  CHECK_THAT(*set_stage(p, "q=int9x:per-token"), Catch::Contains("format 'int9x'"));
+  CHECK_THAT(*set_stage(p, "p=e4m3:lots"), Catch::Contains("is not P's maximum"));
+  CHECK_THAT(*set_stage(p, "accumulation=sideways"), Catch::Contains("not two-level[:F] or in-place"));
+  CHECK_THAT(*set_stage(p, "smooth-k=maybe"), Catch::Contains("not on or off"));
+  CHECK_THAT(*set_stage(p, "output=int8"), Catch::Contains("not fp32, fp16 or bf16"));
+  const auto invalid = [](std::vector<const char*> sets, const char* why) {
+    Pipeline x = preset("sage2-8b", 128);
+    for (const char* s : sets) REQUIRE_FALSE(set_stage(x, s));
+    const auto error = x.validate(128, 128);
+    REQUIRE(error);
+    CHECK_THAT(*error, Catch::Contains(why));
+  };
+  invalid({"q=int8:per-channel"}, "Q cannot be quantized per-channel");
+  invalid({"v=e4m3:per-token"}, "V cannot be quantized per-token");
+  invalid({"q=int8:none"}, "needs a scale");
+  invalid({"qk=wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8"}, "computes 64 keys per instruction; block-kv is 128");
+  invalid({"pv=mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"}, "multiplies fp16 x fp16, but P is e4m3");
+  invalid({"qk=wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s9"}, "not modeled");
+  invalid({"p=e2m1:two-level"}, "multiplies e4m3 x e4m3, but P is e2m1");
+  invalid({"p=fp16:1"}, "but P is fp16");
+  invalid({"accumulation=in-place", "p=e4m3:per-block"}, "in-place accumulation needs P's static scale");
+  CHECK_THAT(*preset("hadamard", 80).validate(80, 80), Catch::Contains("power-of-two head dimension (d = 80)"));
+  CHECK_THROWS_WITH(preset("sage9", 64), Catch::Contains("unknown preset 'sage9' (presets: fp32, fa2-fp16"));
+}
+
+TEST_CASE("forward: shapes that do not fit and NaN/Inf are named", "[attention][bad-input]") {
+  const Pipeline p = preset("sage2-8b", 64);
+  const Tensor4 q = random_tensor(1, 4, 100, 64, 1), k = random_tensor(1, 2, 100, 64, 2), v = random_tensor(1, 2, 100, 64, 3);
+  const ForwardOptions named{.q_name = "q.npy", .k_name = "k.npy", .v_name = "v.npy"};
+  CHECK_THROWS_WITH(forward(p, q, random_tensor(2, 2, 100, 64, 2), v, named), Catch::Contains("batch sizes differ"));
+  CHECK_THROWS_WITH(forward(p, q, random_tensor(1, 3, 100, 64, 2), v, named),
+                    Catch::Contains("head counts differ: k.npy [1, 3, 100, 64], v.npy [1, 2, 100, 64]"));
+  CHECK_THROWS_WITH(forward(p, random_tensor(1, 3, 100, 64, 1), random_tensor(1, 2, 100, 64, 2), v, named),
+                    Catch::Contains("q.npy has 3 heads, which 2 heads of K and V do not divide"));
+  CHECK_THROWS_WITH(forward(p, q, k, random_tensor(1, 2, 99, 64, 3), named), Catch::Contains("token counts differ"));
+  CHECK_THROWS_WITH(forward(p, random_tensor(1, 4, 100, 32, 1), k, v, named), Catch::Contains("head dimensions differ"));
+  Tensor4 bad = k;
+  bad.row(0, 1, 7)[5] = std::nanf("");
+  bad.row(0, 0, 9)[0] = -INFINITY;
+  CHECK_THROWS_WITH(forward(p, q, bad, v, named),
+                    Catch::Contains("k.npy: 2 non-finite values (1 NaN, 1 Inf), the first at [0, 0, 9, 0] (Inf)"));
+  Tensor4 ragged = v;
+  ragged.values.pop_back();
+  CHECK_THROWS_WITH(forward(p, q, k, ragged, named), Catch::Contains("v.npy: empty, or holds 12799 values"));
+  Pipeline broken = p;
+  REQUIRE_FALSE(set_stage(broken, "q=int4:per-thread"));
+  CHECK_THROWS_WITH(forward(broken, q, k, v, named), Catch::Contains("pipeline sage2-8b: QK instruction"));
+}
