@@ -73,6 +73,15 @@ TensorStatistics tensor_statistics(const MatrixF& xf) {
     channel_amax[std::size_t(c)] = x.col(c).cwiseAbs().maxCoeff();
   }
   r.channel_mean_median = median(mean_over_std);
+  Eigen::Index top_channel = 0;
+  mu.cwiseAbs().maxCoeff(&top_channel);
+  r.channel_mean_argmax = int(top_channel);
+  for (Eigen::Index c = 0; c < dim; ++c) {
+    r.channel_mean_profile.push_back(std::abs(mu[c]) / s);
+    r.channel_std_profile.push_back(sigma[c] / s);
+  }
+  std::sort(r.channel_mean_profile.rbegin(), r.channel_mean_profile.rend());
+  std::sort(r.channel_std_profile.rbegin(), r.channel_std_profile.rend());
   const double mean_energy = mu.squaredNorm(), spread_energy = sigma.squaredNorm();
   r.mean_energy_fraction = mean_energy / (mean_energy + spread_energy);
   r.channel_amax_ratio = *std::max_element(channel_amax.begin(), channel_amax.end()) / median(channel_amax);

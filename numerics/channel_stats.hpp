@@ -29,6 +29,7 @@
 
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "numerics/matrix.hpp"
 
@@ -39,7 +40,10 @@ struct TensorStatistics {
   double channel_std_max = 0, scale_outlier_channels = 0, channel_amax_ratio = 0, token_amax_ratio = 0;
   double token_rms_log_std = 0, crest_factor = 0, crest_factor_smoothed = 0, lag1_autocorrelation = 0;
   double block_mean_drift = 0;
-  int token_amax_argmax = 0;  // the token with the largest amax
+  int token_amax_argmax = 0;    // the token with the largest amax
+  int channel_mean_argmax = 0;  // the channel with the largest |mu_c|
+  // |mu_c| / s and sigma_c / s, each sorted from the largest: the channel profile.
+  std::vector<double> channel_mean_profile, channel_std_profile;
 };
 
 struct PairStatistics {

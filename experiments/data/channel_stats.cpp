@@ -123,11 +123,23 @@ int main(int argc, char** argv) {
     nlohmann::json heads_json = nlohmann::json::array(), pairs_json = nlohmann::json::array();
     std::map<std::string, std::map<std::string, std::vector<double>>> all;                 // tensor -> key -> values
     std::map<int, std::map<std::string, std::map<std::string, std::vector<double>>>> by_layer;  // layer -> tensor -> ...
+    std::map<std::string, std::map<std::string, int>> top_channels;  // tensor -> channel -> heads
+    std::map<std::string, std::map<std::string, std::vector<std::vector<double>>>> profiles;  // tensor -> name -> heads
     for (const Layer& l : layers) {
       for (const auto& [tensor, mats] : {std::pair{"q", &l.q}, std::pair{"k", &l.k}, std::pair{"v", &l.v}})
         for (std::size_t h = 0; h < mats->size(); ++h) {
           const TensorStatistics s = tensor_statistics((*mats)[h]);
-          nlohmann::json j{{"layer", l.index}, {"tensor", tensor}, {"head", h}, {"token_amax_argmax", s.token_amax_argmax}};
+          nlohmann::json j{{"layer", l.index},
+                           {"tensor", tensor},
+                           {"head", h},
+                           {"token_amax_argmax", s.token_amax_argmax},
+                           {"channel_mean_argmax", s.channel_mean_argmax},
+                           {"channel_mean_profile_top8",
+                            std::vector<double>(s.channel_mean_profile.begin(),
+                                                s.channel_mean_profile.begin() + std::min<std::ptrdiff_t>(8, std::ssize(s.channel_mean_profile)))}};
+          ++top_channels[tensor][std::to_string(s.channel_mean_argmax)];
+          profiles[tensor]["channel_mean_profile"].push_back(s.channel_mean_profile);
+          profiles[tensor]["channel_std_profile"].push_back(s.channel_std_profile);
           for (const auto& f : tensor_statistic_fields()) {
             j[std::string(f.key)] = s.*f.member;
             all[tensor][std::string(f.key)].push_back(s.*f.member);
@@ -154,6 +166,23 @@ int main(int argc, char** argv) {
     for (const auto& f : pair_statistic_fields()) definitions[std::string(f.key)] = f.description;
     for (const auto& [tensor, keys] : all)
       for (const auto& [key, values] : keys) summary[tensor][key] = quantiles(values);
+    // The channel with the largest mean, counted over heads, and the median profile: the median
+    // over heads of the largest, second largest, ... |mu_c| / s and sigma_c / s.
+    for (const auto& [tensor, counts] : top_channels) summary[tensor]["channel_mean_argmax_heads"] = counts;
+    for (const auto& [tensor, named] : profiles)
+      for (const auto& [name, per_head] : named) {
+        std::vector<double> median_profile;
+        for (std::size_t rank = 0; rank < per_head.front().size(); ++rank) {
+          std::vector<double> at_rank;
+          for (const auto& p : per_head)
+            if (rank < p.size()) at_rank.push_back(p[rank]);
+          median_profile.push_back(quantile(at_rank, 0.5));
+        }
+        summary[tensor][name + "_median"] = median_profile;
+      }
+    definitions["channel_mean_profile_median"] = "median over heads of the sorted |mean_c| / median_c std_c, largest first";
+    definitions["channel_std_profile_median"] = "median over heads of the sorted std_c / median_c std_c, largest first";
+    definitions["channel_mean_argmax_heads"] = "heads whose largest |mean_c| is at channel c, by c";
 
     const std::string command = [&] {
       std::string s;

@@ -2,12 +2,12 @@
 """SageAttention2's Tables 3 and 9 (exp_granularity) on the captured SmolLM2 layers and synthetic presets.
 
 usage: experiments/data/granularity_real.py [--exp PATH] [--dir DIR] [--presets NAME,...] [--out DIR]
-                                            [-- EXP_GRANULARITY_OPTIONS...]
+                                            [--scratch DIR] [-- EXP_GRANULARITY_OPTIONS...]
 
 For each layerLL_{q,k,v}.npy in DIR ([1, heads, tokens, d], as capture_smollm2.py writes them),
 repeats each key and value head for the query heads that attend with it (GQA: query head h uses
-key head h // (query heads / key heads)), writes [heads, tokens, d] float32 copies to a scratch
-folder and runs exp_granularity --data on them (non-causal attention, as exp_granularity
+key head h // (query heads / key heads)), writes [heads, tokens, d] float32 copies to --scratch
+(default build/smollm2-mha, so the runs' recorded commands name files this script remakes) and runs exp_granularity --data on them (non-causal attention, as exp_granularity
 computes it; the model itself is causal); then runs it on each synthetic --presets at the
 preset's own size. Each run's files go to OUT/NAME/ (layerLL or synthetic-PRESET); OUT/summary.md
 and OUT/summary.csv put the mean and worst cosine similarity of every method side by side, with
@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 
@@ -69,6 +68,7 @@ def main():
     parser.add_argument("--dir", default="experiments/data/smollm2-135m", help="folder of layerLL_{q,k,v}.npy")
     parser.add_argument("--presets", default="smollm2", help="synthetic presets, comma-separated (empty: none)")
     parser.add_argument("--out", default="build/results/data-granularity", help="output folder")
+    parser.add_argument("--scratch", default="build/smollm2-mha", help="folder for the [heads, tokens, d] copies")
     args = parser.parse_args(argv)
     if not os.access(args.exp, os.X_OK):
         sys.exit(f"{args.exp}: not an executable (build it: cmake --build build --target exp_granularity)")
@@ -79,12 +79,12 @@ def main():
 
     results = {}  # dataset -> rows
     provenance = None
-    with tempfile.TemporaryDirectory() as scratch:
-        for layer in layers:
-            name = f"layer{layer}"
-            print(f"{name} ...", file=sys.stderr)
-            results[name], provenance = run(args.exp, ["--data", *mha_copies(args.dir, layer, scratch)] + extra,
-                                            os.path.join(args.out, name))
+    os.makedirs(args.scratch, exist_ok=True)
+    for layer in layers:
+        name = f"layer{layer}"
+        print(f"{name} ...", file=sys.stderr)
+        results[name], provenance = run(args.exp, ["--data", *mha_copies(args.dir, layer, args.scratch)] + extra,
+                                        os.path.join(args.out, name))
     for preset in filter(None, args.presets.split(",")):
         print(f"synthetic {preset} ...", file=sys.stderr)
         results[f"synthetic-{preset}"], _ = run(args.exp, ["--preset", preset] + extra,
