@@ -123,19 +123,33 @@ std::string operand_text(const OperandStage& op) {
   return s;
 }
 
+// The format's own options may hold ':' (p3109:k=8:p=4, e4m3:bias=8), so the last parts are
+// read first: [TARGET,] GRANULARITY, and the rest is the format.
+std::string_view format_part(std::string_view value, std::size_t last_parts) {
+  std::size_t end = value.size();
+  for (std::size_t i = 0; i < last_parts && end != std::string_view::npos; ++i) {
+    end = value.rfind(':', end - 1);
+    if (end == std::string_view::npos) return {};
+  }
+  return value.substr(0, end);
+}
+
 std::optional<std::string> parse_operand(OperandStage& op, std::string_view value) {
   const auto parts = split(value, ':');
-  if (parts.size() < 2 || parts.size() > 3) return "expected FORMAT:GRANULARITY[:TARGET], e.g. int8:per-thread";
-  const ParsedFormat f = parse_format(parts[0]);
-  if (!f.format) return "format '" + std::string(parts[0]) + "': " + f.error;
-  const auto g = parse_enum(kGranularities, parts[1]);
-  if (!g) return "granularity '" + std::string(parts[1]) + "' is not one of " + names_of(kGranularities);
+  if (parts.size() < 2) return "expected FORMAT:GRANULARITY[:TARGET], e.g. int8:per-thread";
   double target = 0;
-  if (parts.size() == 3) {
-    const auto t = parse_number<double>(parts[2]);
-    if (!t || !(*t > 0)) return "target '" + std::string(parts[2]) + "' is not a positive number";
+  std::size_t tail = 1;
+  if (parts.size() >= 3 && !parse_enum(kGranularities, parts.back()) && parse_enum(kGranularities, parts[parts.size() - 2])) {
+    const auto t = parse_number<double>(parts.back());
+    if (!t || !(*t > 0)) return "target '" + std::string(parts.back()) + "' is not a positive number";
     target = *t;
+    tail = 2;
   }
+  const std::string_view granularity = parts[parts.size() - tail], format = format_part(value, tail);
+  const auto g = parse_enum(kGranularities, granularity);
+  if (!g) return "granularity '" + std::string(granularity) + "' is not one of " + names_of(kGranularities);
+  const ParsedFormat f = parse_format(format);
+  if (!f.format) return "format '" + std::string(format) + "': " + f.error;
   op = {*f.format, *g, target};
   return std::nullopt;
 }
@@ -153,26 +167,26 @@ std::string p_text(const PStage& p) {
 
 std::optional<std::string> parse_p(PStage& p, std::string_view value) {
   const auto parts = split(value, ':');
-  if (parts.size() != 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale|mx";
-  const ParsedFormat f = parse_format(parts[0]);
-  if (!f.format) return "format '" + std::string(parts[0]) + "': " + f.error;
+  if (parts.size() < 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale|mx";
+  const ParsedFormat f = parse_format(format_part(value, 1));
+  if (!f.format) return "format '" + std::string(format_part(value, 1)) + "': " + f.error;
   PStage out{*f.format, PScale::static_exponent, 0};
-  if (parts[1].starts_with("log2=")) {
-    const std::string text(parts[1].substr(5));
+  if (parts.back().starts_with("log2=")) {
+    const std::string text(parts.back().substr(5));
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !std::isfinite(v)) return "log2 '" + text + "' is not a number";
     out.log2_scale = float(v);
-  } else if (const auto max = parse_number<double>(parts[1])) {
+  } else if (const auto max = parse_number<double>(parts.back())) {
     if (!(*max >= 1) || !std::isfinite(*max)) return fmt::format("P's maximum {} must be >= 1", *max);
     out.log2_scale = float(std::log2(*max));  // rounded once: 448 gives steps::kLog2Of448
-  } else if (const auto s = parse_enum(kPScales, parts[1]); s && *s != PScale::static_exponent) {
+  } else if (const auto s = parse_enum(kPScales, parts.back()); s && *s != PScale::static_exponent) {
     out.scale = *s;
-  } else if (parts[1] == "mx") {
+  } else if (parts.back() == "mx") {
     out.scale = PScale::microscale;
     out.blocks = Granularity::mx;
   } else {
-    return "'" + std::string(parts[1]) + "' is not P's maximum, log2=X, per-block, two-level, microscale or mx";
+    return "'" + std::string(parts.back()) + "' is not P's maximum, log2=X, per-block, two-level, microscale or mx";
   }
   p = out;
   return std::nullopt;
@@ -250,19 +264,16 @@ std::optional<std::string> SmoothingStage::validate() const {
 
 std::optional<std::string> PStage::validate() const {
   if (auto why = lowbit::validate(format)) return "P format: " + *why;
-  const bool scaled_blocks = scale == PScale::two_level || scale == PScale::microscale;
-  if (scaled_blocks && blocks != Granularity::nvfp4 && blocks != Granularity::mx)
-    return "P's blocks must be nvfp4 or mx, not " + std::string(to_string(blocks));
-  const bool nvfp4 = scaled_blocks && blocks == Granularity::nvfp4;
-  if (nvfp4 != (format == formats::e2m1) && !(scaled_blocks && blocks == Granularity::mx))
-    return "P: " + std::string(to_string(scale)) + " scaling " + (nvfp4 ? "needs e2m1 (NVFP4)" : "cannot hold e2m1") +
-           ", got " + format_name(format);
-  if (scale == PScale::two_level && blocks != Granularity::nvfp4)
-    return std::string("P: two-level scaling is NVFP4's (its E4M3 block scales need the per-row first level)");
-  if (scaled_blocks && blocks == Granularity::mx && (format.is_integer() || format.code_bits() > 8))
-    return "P: mx blocks hold an 8-bit or narrower float, not " + format_name(format);
-  if (format.is_integer() && scaled_blocks)
-    return "P format " + format_name(format) + " is an integer format; block scaling needs a float";
+  if (scale == PScale::two_level || scale == PScale::microscale) {
+    if (blocks != Granularity::nvfp4 && blocks != Granularity::mx)
+      return "P's blocks must be nvfp4 or mx, not " + std::string(to_string(blocks));
+    if (blocks == Granularity::nvfp4 && format != formats::e2m1)
+      return "P: " + std::string(to_string(scale)) + " scaling in NVFP4 blocks needs e2m1, got " + format_name(format);
+    if (blocks == Granularity::mx && (format.is_integer() || format.code_bits() > 8))
+      return "P: mx blocks hold an 8-bit or narrower float, not " + format_name(format);
+    if (scale == PScale::two_level && blocks != Granularity::nvfp4)
+      return std::string("P: two-level scaling is NVFP4's (its E4M3 block scales need the per-row first level)");
+  }
   if (scale == PScale::static_exponent &&
       (!std::isfinite(log2_scale) || log2_scale < 0 || double(log2_scale) > std::log2(max_finite(format)) + 1e-6))
     return fmt::format("P's static scale 2^{} lies outside [1, max finite of {} = {}]", log2_scale,

@@ -12,7 +12,11 @@
 namespace lowbit::mma {
 namespace {
 
-int float_exponent(double x) { return std::max(std::ilogb(x), -126); }
+// max(ilogb x, -126) of a float (the engine's exponent of a binary32 operand), from its bits.
+int float_exponent(float x) {
+  const int field = int(std::bit_cast<std::uint32_t>(x) >> 23 & 0xffu);
+  return field ? field - 127 : -126;
+}
 
 }  // namespace
 
@@ -40,8 +44,8 @@ float WideAccumulation::chunk(const float* a, const float* b, std::ptrdiff_t str
     double sum = 0;  // a group's products, exact in double for the group sizes the models use
     int e = p.zero_exponent;
     for (int u = t; u < t + per_term; ++u) {
-      const double x = a[ks[u]], y = b[std::ptrdiff_t(ks[u]) * stride];
-      sum += x * y;
+      const float x = a[ks[u]], y = b[std::ptrdiff_t(ks[u]) * stride];
+      sum += double(x) * double(y);
       if (per_term == 1 && x != 0 && y != 0) e = float_exponent(x) + float_exponent(y);
     }
     if (!std::isfinite(sum)) return float(sum);  // no NaN rules here: the sum shows it
@@ -51,24 +55,34 @@ float WideAccumulation::chunk(const float* a, const float* b, std::ptrdiff_t str
   }
   int E = acc != 0 ? std::max(std::ilogb(double(acc)), accumulator_.min_exponent()) : p.zero_exponent;
   for (int t = 0; t < n; ++t) E = std::max(E, exponents[t]);
-  std::int64_t sum = 0;
-  for (int t = 0; t < n; ++t) sum += std::int64_t(std::trunc(std::ldexp(terms[t], p.fraction_bits - E)));
-  sum += std::int64_t(std::trunc(std::ldexp(double(acc), p.fraction_bits - E)));
+  // Each term truncated to a multiple of 2^(E - F): integers below 2^(F + 3), so their sum is
+  // exact in double.
+  const double scale = std::ldexp(1.0, p.fraction_bits - E);
+  double sum = std::trunc(double(acc) * scale);
+  for (int t = 0; t < n; ++t) sum += std::trunc(terms[t] * scale);
   if (sum == 0) return 0.0f;  // an exact zero is +0
-  const double x = std::ldexp(double(sum), E - p.fraction_bits);
+  const double x = sum / scale;
   float r = 0;
-  switch (p.rounding) {
-    case OutputRounding::rz_fp32:
-      r = std::fabs(x) >= 0x1p128 ? float(x < 0 ? -INFINITY : INFINITY)
-                                  : float(decode(formats::fp32, encode(formats::fp32, x, {Rounding::toward_zero})));
-      break;
-    case OutputRounding::rz_e8m13:
-      r = std::fabs(x) >= 0x1p128 ? float(x < 0 ? -INFINITY : INFINITY)
-                                  : float(decode(formats::e8m13, encode(formats::e8m13, x, {Rounding::toward_zero})));
-      break;
-    case OutputRounding::rne_fp16:
-      r = float(decode(formats::fp16, encode(formats::fp16, x, {Rounding::nearest_even, Overflow::inf})));
-      break;
+  const double magnitude = std::fabs(x);
+  if (p.rounding != OutputRounding::rne_fp16 && magnitude >= 0x1p-126 && magnitude < 0x1p128) {
+    // A normal result toward zero: x's leading 24 (FP22: 14) bits, cut from its double.
+    const int kept = p.rounding == OutputRounding::rz_e8m13 ? 13 : 23;
+    const std::uint64_t bits = std::bit_cast<std::uint64_t>(x) & ~((std::uint64_t(1) << (52 - kept)) - 1);
+    r = float(std::bit_cast<double>(bits));
+  } else {
+    switch (p.rounding) {
+      case OutputRounding::rz_fp32:
+        r = magnitude >= 0x1p128 ? float(x < 0 ? -INFINITY : INFINITY)
+                                 : float(decode(formats::fp32, encode(formats::fp32, x, {Rounding::toward_zero})));
+        break;
+      case OutputRounding::rz_e8m13:
+        r = magnitude >= 0x1p128 ? float(x < 0 ? -INFINITY : INFINITY)
+                                 : float(decode(formats::e8m13, encode(formats::e8m13, x, {Rounding::toward_zero})));
+        break;
+      case OutputRounding::rne_fp16:
+        r = float(decode(formats::fp16, encode(formats::fp16, x, {Rounding::nearest_even, Overflow::inf})));
+        break;
+    }
   }
   if (r == 0 && !p.rounded_zero_keeps_sign) r = 0.0f;
   return r;
