@@ -146,12 +146,20 @@ struct Context {
   std::optional<mma::WideAccumulation> qk_wide, pv_wide;
 };
 
+// c + a . b as a chain of fp32 fmas (compiled for FMA where the CPU has it: one instruction
+// instead of a libm call; fma is correctly rounded either way).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("fma", "default")))
+#endif
+float fma_chain(const float* a, const float* b, std::ptrdiff_t b_stride, int n, float c) {
+  for (int i = 0; i < n; ++i) c = std::fma(a[i], b[std::ptrdiff_t(i) * b_stride], c);
+  return c;
+}
+
 // One product of values: the fp32 fma chain from c, or the instruction's accumulation.
 float value_dot(const std::optional<mma::WideAccumulation>& wide, const float* a, const float* b, std::ptrdiff_t b_stride,
                 int n, float c) {
-  if (wide) return wide->dot(a, b, b_stride, n, c);
-  for (int i = 0; i < n; ++i) c = steps::fma_rn(a[i], b[std::ptrdiff_t(i) * b_stride], c);
-  return c;
+  return wide ? wide->dot(a, b, b_stride, n, c) : fma_chain(a, b, b_stride, n, c);
 }
 
 // Q and K transformed together (SmoothAttn's factors read both; under GQA over all the group's Q heads).
