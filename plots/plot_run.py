@@ -188,11 +188,14 @@ def plot_smoothing(out_dir, experiment, provenance):
         for entry in index:
             fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
             for row, tensor in enumerate(("Q", "K")):
+                maps = {stage: np.load(os.path.join(out_dir, entry[f"{tensor.lower()}_{stage}"]))
+                        for stage in ("before", "after")}
+                vmax = max(float(m.max()) for m in maps.values())  # one color scale per tensor: compare
                 for col, stage in enumerate(("before", "after")):
-                    a = np.load(os.path.join(out_dir, entry[f"{tensor.lower()}_{stage}"]))
+                    a = maps[stage]
                     ax = axes[row][col]
                     per = entry["tokens_per_column"]
-                    im = ax.imshow(a.T, aspect="auto", cmap="viridis", interpolation="nearest",
+                    im = ax.imshow(a.T, aspect="auto", cmap="viridis", interpolation="nearest", vmin=0, vmax=vmax,
                                    extent=(entry["first_token"], entry["first_token"] + a.shape[0] * per, a.shape[1], 0))
                     ax.set_xlabel(f"token (each column: the largest |x| of {per} tokens)", fontsize=8)
                     ax.set_ylabel("channel", fontsize=8)
