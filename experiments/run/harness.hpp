@@ -56,10 +56,10 @@ struct Dataset {
 
 // The default sizes of the named datasets in one experiment.
 struct DatasetSizes {
-  int synthetic_heads = 4, synthetic_tokens = 1024, synthetic_dim = 128;
-  int llm_heads = 4;                          // synthetic-smollm2 (1024 tokens, d = 64, causal)
+  int synthetic_heads = 8, synthetic_tokens = 1024, synthetic_dim = 128;
+  int llm_heads = 9;                          // synthetic-smollm2 (1024 tokens, d = 64, causal)
   std::vector<int> real_layers{0, 10, 20, 29};
-  std::vector<int> real_heads{0, 4, 8};       // Q heads of each layer (one per KV head)
+  std::vector<int> real_heads{0, 1, 2, 3, 4, 5, 6, 7, 8};  // Q heads of each layer
   int real_tokens = 1024;
 };
 
