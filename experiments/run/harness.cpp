@@ -24,6 +24,13 @@ Tensor4 stack(const std::vector<MatrixF>& heads) {
 
 double cpu_now() { return double(std::clock()) / CLOCKS_PER_SEC; }
 
+// A table cell: '|' escaped (variant names such as "Q,K int4 | P,V e4m3").
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
 std::string join(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
@@ -417,7 +424,7 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
       const auto it = summaries_.find({v, d});
       if (it == summaries_.end()) continue;
       const Summary& s = it->second;
-      md += fmt::format("| {} | {} | {} | {:.4f} | {:.4f} | {:.4g} | {:.4g} | {:.3g} | {:.3g} |", v, percent(s.cosine_mean),
+      md += fmt::format("| {} | {} | {} | {:.4f} | {:.4f} | {:.4g} | {:.4g} | {:.3g} | {:.3g} |", markdown_cell(v), percent(s.cosine_mean),
                         percent(s.cosine_worst), s.rel_l1_mean, s.rel_l1_worst, s.rmse_mean, s.rmse_worst, s.max_abs_worst,
                         s.p99_mean);
       if (with_paper) {
