@@ -256,6 +256,11 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
       {.causal = d.causal, .threads = threads, .keep_operands = keep_operands, .q_name = d.name + " Q",
        .k_name = d.name + " K", .v_name = d.name + " V"});
   const Tensor4 rounded = r.rounded_output();
+  // A format or scale the fp32 arithmetic cannot carry gives Inf or NaN: an error, never a metric.
+  const auto bad = std::find_if(rounded.values.begin(), rounded.values.end(), [](float x) { return !std::isfinite(x); });
+  if (bad != rounded.values.end())
+    throw std::runtime_error(fmt::format("pipeline {} on {}: the output has non-finite values (the first: {} at flat index {})",
+                                         pipeline.name, d.name, *bad, bad - rounded.values.begin()));
   Evaluation e = compare_heads(reference.output, std::vector<double>(rounded.values.begin(), rounded.values.end()),
                                d.q.heads, d.head_labels);
   e.forward = std::move(r);
