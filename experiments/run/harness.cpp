@@ -161,7 +161,7 @@ Dataset slice(const Dataset& d, int first_query, int queries, int keys) {
 void add_common_options(CLI::App& app, CommonOptions& o, const std::string& experiment) {
   o.out = std::string(LOWBIT_DEFAULT_RESULTS_DIR) + "/" + experiment;
   o.data_dir = std::string(LOWBIT_SOURCE_DIR) + "/experiments/data/smollm2-135m";
-  app.add_option("--out", o.out, "output folder (the committed record: results/" + experiment + ")")->capture_default_str();
+  app.add_option("--out", o.out, "output folder (the committed record: results/experiments/" + experiment + ")")->capture_default_str();
   std::string names;
   for (const auto& n : dataset_names()) names += (names.empty() ? "" : ", ") + n;
   app.add_option("--datasets", o.datasets,
@@ -449,7 +449,7 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
   std::string sources;
   for (const auto& [v, p] : papers_)
     if (sources.find(p.source) == std::string::npos) sources += (sources.empty() ? "" : "; ") + p.source;
-  if (!sources.empty()) md += "\nPaper columns: " + sources + " (their data, not ours: see the results README).\n";
+  if (!sources.empty()) md += "\nPaper columns: " + sources + " (their data, not ours: results/experiments/README.md says where and why ours differ).\n";
   md += extra_tables;
   if (!notes_.empty()) md += "\n" + notes_;
   out_.markdown("table.md", md);
