@@ -250,16 +250,18 @@ def plot_accumulator(out_dir, experiment, provenance):
         series[(r["dataset"], name)].append((int(keys.split()[0]), float(r["rel_l1_mean"]), float(r["rmse_mean"])))
     datasets = ordered(d for d, _ in series)
     names = ordered(n for _, n in series)
+    # One colour per accumulator, the line style says smooth V (12 series outrun the palette).
+    accumulators = ordered(n.rsplit(", smooth V", 1)[0] for n in names)
     fig, axes = plt.subplots(2, len(datasets), figsize=(5.5 * len(datasets), 7.5), squeeze=False)
     for i, d in enumerate(datasets):
         for row, (col, label) in enumerate(((1, "relative L1 distance (1), mean over heads"),
                                              (2, "RMSE (units of V), mean over heads"))):
             ax = axes[row][i]
-            for k, n in enumerate(names):
+            for n in names:
                 pts = sorted(series.get((d, n), []))
                 if not pts:
                     continue
-                ax.plot([p[0] for p in pts], [p[col] for p in pts], marker="o", ms=3, color=COLORS[k % len(COLORS)],
+                ax.plot([p[0] for p in pts], [p[col] for p in pts], marker="o", ms=3, color=COLORS[accumulators.index(n.rsplit(", smooth V", 1)[0]) % len(COLORS)],
                         ls="-" if "smooth V on" not in n else "--", label=n)
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
