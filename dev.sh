@@ -30,15 +30,16 @@ python_oracles() {
     echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
 }
 
+# build [TARGET...]: configure, then build the targets (default: everything, tests included).
 build() {
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON="$BUILD_DIR/oracle-venv/bin/python"
-  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)" ${1:+--target "$@"}
 }
 
 case "${1:-}" in
   run)
     install_packages
-    build
+    build lowbit  # every step below is the lowbit program (./dev.sh test builds the rest)
     out="$BUILD_DIR/results"
     mkdir -p "$out"
     lowbit="$BUILD_DIR/experiments/lowbit"
