@@ -1,7 +1,7 @@
 // The orderings the experiments report, pinned where they hold on 5 synthetic seeds and on the
 // committed SmolLM2 sample: each experiment runs as `lowbit run NAME` runs it (its entry point,
 // small sizes), and its summary.csv is read back. An ordering that fails on one seed or on the
-// real sample is not claimed (results/README.md says which ones do not hold).
+// real sample is not claimed (results/experiments/README.md says which ones do not hold).
 #include <catch2/catch.hpp>
 
 #include <filesystem>
