@@ -38,27 +38,40 @@ python_oracles() {
   echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
 }
 
+# build [TARGET...]: configure, then build the targets (default: everything, tests included).
 build() {
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON="$BUILD_DIR/oracle-venv/bin/python" \
     -DLOWBIT_REQUIRE_ORACLES="$REQUIRE_ORACLES"
-  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)" ${1:+--target "$@"}
 }
 
 case "${1:-}" in
   run)
     install_packages
-    build
+    build lowbit  # every step below is the lowbit program (./dev.sh test builds the rest)
     out="$BUILD_DIR/results"
     mkdir -p "$out"
-    echo "== 1/3 formats: a tour of the number formats and their rounding rules"
-    "$BUILD_DIR/experiments/lowbit" tour
-    echo "== 2/3 tensor cores: every recorded GPU tile recomputed by the emulator, bit for bit"
-    "$BUILD_DIR/experiments/lowbit" verify-vectors results/vectors/*.jsonl.gz results/vectors/*/*.jsonl.gz |
+    lowbit="$BUILD_DIR/experiments/lowbit"
+    start=$(date +%s)
+    echo "== 1/4 formats: a tour of the number formats and their rounding rules"
+    "$lowbit" tour
+    echo "== 2/4 tensor cores: every recorded GPU tile recomputed by the emulator, bit for bit"
+    "$lowbit" verify-vectors results/vectors/*.jsonl.gz results/vectors/*/*.jsonl.gz |
       tee "$out/verify-vectors.txt" | tail -n 1
-    echo "== 3/3 SageAttention2 Tables 3 and 9 on the embedded synthetic data (a few minutes)"
-    "$BUILD_DIR/experiments/exp_granularity" --out "$out/granularity"
-    /usr/bin/python3 plots/plot_granularity.py "$out/granularity"
-    echo "dev.sh: results in $out (verify-vectors.txt, granularity/)"
+    echo "== 3/4 the attention kernel on the GPU against its emulation, bit for bit (where there is one)"
+    gpu_status=0
+    scripts/gpu_attention_check.sh "$lowbit" "$out/gpu-attention-check" || gpu_status=$?
+    echo "== 4/4 the experiments (lowbit run all: synthetic data and the committed SmolLM2 sample; progress on stderr)"
+    run_status=0
+    TIMEFORMAT="lowbit run all: %R s wall, %U s user + %S s system CPU"
+    time "$lowbit" run all --out "$out" || run_status=$?
+    case $gpu_status in
+      0) echo "gpu kernel check: bit-exact ($out/gpu-attention-check)" ;;
+      77) echo "gpu kernel check: skipped (no GPU or no kernels in this build)" ;;
+      *) echo "gpu kernel check: FAILED ($out/gpu-attention-check)" ;;
+    esac
+    echo "dev.sh run: $(( $(date +%s) - start )) s; results in $out (summary.md, one folder per experiment)"
+    [ $run_status -eq 0 ] && { [ $gpu_status -eq 0 ] || [ $gpu_status -eq 77 ]; }
     ;;
   test)
     install_packages

@@ -14,6 +14,7 @@
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
+#include "emulation/mma/wide.hpp"
 #include "emulation/quant/rotation.hpp"
 #include "emulation/quant/smoothing.hpp"
 #include "numerics/nonfinite.hpp"
@@ -50,17 +51,17 @@ LOWBIT_ATTENTION_CLONES void integer_products(const std::int16_t* a, int rows, c
 // ---- operands ----------------------------------------------------------------------------------------
 
 // An operand as the products read it: codes (rows x depth), their values where the product is
-// computed directly (integers: exact; fp32-fma: floats), and block scale codes.
+// computed directly (integers: exact; products of values: floats), and block scale codes.
 struct Operand {
   MatrixCode codes;                 // rows x depth
   std::vector<std::int16_t> ints;   // integer elements
-  std::vector<float> floats;        // fp32 elements (fp32-fma)
+  std::vector<float> floats;        // values (fp32-fma, wide): code times its block scale
   MatrixCode scale_codes;           // rows x (depth / block), block-scaled
 };
 
 bool block_scaled(const OperandStage& op) { return op.granularity == Granularity::nvfp4 || op.granularity == Granularity::mx; }
 
-Operand make_operand(const quant::QuantizedTensor& t, const OperandStage& stage, bool integer, bool fp32) {
+Operand make_operand(const quant::QuantizedTensor& t, const OperandStage& stage, bool integer, bool values) {
   Operand op;
   op.codes = t.codes;
   const Format& f = t.spec.element;
@@ -68,15 +69,21 @@ Operand make_operand(const quant::QuantizedTensor& t, const OperandStage& stage,
     op.ints.resize(std::size_t(t.codes.size()));
     for (Eigen::Index i = 0; i < t.codes.size(); ++i) op.ints[std::size_t(i)] = std::int16_t(decode(f, t.codes.data()[i]));
   }
-  if (fp32) {
-    op.floats.resize(std::size_t(t.codes.size()));
-    for (Eigen::Index i = 0; i < t.codes.size(); ++i) op.floats[std::size_t(i)] = float(decode(f, t.codes.data()[i]));
-  }
   if (block_scaled(stage)) {
     const int block = t.spec.grouping.col_block;
     op.scale_codes.resize(t.padded_rows, t.padded_cols / block);
     for (int r = 0; r < t.padded_rows; ++r)
       for (int g = 0; g < t.padded_cols / block; ++g) op.scale_codes(r, g) = t.scale_codes[std::size_t(t.group_of(r, g * block))];
+  }
+  if (values) {
+    // A block scale times an element is exact in float (e2m1 x ue4m3, FP8 x a power of two).
+    op.floats.resize(std::size_t(t.codes.size()));
+    const int cols = t.padded_cols, block = block_scaled(stage) ? t.spec.grouping.col_block : 0;
+    for (Eigen::Index i = 0; i < t.codes.size(); ++i) {
+      float x = float(decode(f, t.codes.data()[i]));
+      if (block) x = steps::mul_rn(x, float(decode(t.spec.scale.format, op.scale_codes(i / cols, i % cols / block))));
+      op.floats[std::size_t(i)] = x;
+    }
   }
   return op;
 }
@@ -136,9 +143,26 @@ struct Context {
   Shape shape;
   bool causal;
   float softmax_scale_log2;
-  bool qk_fp32_fma, qk_integer, pv_fp32_fma;
+  bool qk_values, qk_integer, pv_values;  // products of values (fp32-fma, wide); exact integer QK^T
   std::optional<mma::Instruction> qk, pv;
+  std::optional<mma::WideAccumulation> qk_wide, pv_wide;
 };
+
+// c + a . b as a chain of fp32 fmas (compiled for FMA where the CPU has it: one instruction
+// instead of a libm call; fma is correctly rounded either way).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("fma", "default")))
+#endif
+float fma_chain(const float* a, const float* b, std::ptrdiff_t b_stride, int n, float c) {
+  for (int i = 0; i < n; ++i) c = std::fma(a[i], b[std::ptrdiff_t(i) * b_stride], c);
+  return c;
+}
+
+// One product of values: the fp32 fma chain from c, or the instruction's accumulation.
+float value_dot(const std::optional<mma::WideAccumulation>& wide, const float* a, const float* b, std::ptrdiff_t b_stride,
+                int n, float c) {
+  return wide ? wide->dot(a, b, b_stride, n, c) : fma_chain(a, b, b_stride, n, c);
+}
 
 // Q and K transformed together (SmoothAttn's factors read both; under GQA over all the group's Q heads).
 void transform_qk(const Pipeline& pl, std::vector<MatrixF>& qs, MatrixF& k) {
@@ -168,7 +192,7 @@ PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_i
   quant::Smoothed<float> k = quant::smooth(k_in, 0, pl.smoothing.k, pl.smoothing.key_mean_chunk);
   if (pl.smoothing.k) kv.k.mean.assign(k.means.data(), k.means.data() + k.means.size());
   kv.k.tensor = quant::quantize(padded(k.residual, sh.keys_padded, sh.head_dim), pl.quant_spec(Role::k), "K");
-  kv.k_operand = make_operand(kv.k.tensor, pl.k, cx.qk_integer, cx.qk_fp32_fma);
+  kv.k_operand = make_operand(kv.k.tensor, pl.k, cx.qk_integer, cx.qk_values);
   kv.k_codes_t = kv.k_operand.codes.transpose();
   kv.k_scales_t = kv.k_operand.scale_codes.transpose();
   kv.k_scale.resize(std::size_t(sh.keys_padded));
@@ -181,10 +205,17 @@ PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_i
   const MatrixF v_rows = padded(v.residual, sh.keys_padded, sh.value_dim);
   const bool v_transposed = block_scaled(pl.v);
   kv.v.tensor = quant::quantize(v_transposed ? MatrixF(v_rows.transpose()) : v_rows, pl.quant_spec(Role::v), "V");
-  Operand vt = make_operand(kv.v.tensor, pl.v, false, cx.pv_fp32_fma);
+  Operand vt = make_operand(kv.v.tensor, pl.v, false, cx.pv_values);
   if (v_transposed) {
     kv.v_operand.codes = vt.codes.transpose();
     kv.v_scales = vt.scale_codes.transpose();
+    if (cx.pv_values) {  // keys x value_dim, as the products read them
+      kv.v_operand.floats.resize(vt.floats.size());
+      for (int c = 0; c < sh.value_dim; ++c)
+        for (int j = 0; j < sh.keys_padded; ++j)
+          kv.v_operand.floats[std::size_t(j) * std::size_t(sh.value_dim) + std::size_t(c)] =
+              vt.floats[std::size_t(c) * std::size_t(sh.keys_padded) + std::size_t(j)];
+    }
     kv.v_scale.assign(std::size_t(sh.value_dim), 1.0f);
     for (int c = 0; c < sh.value_dim; ++c) kv.v_scale[std::size_t(c)] = kv.v.tensor.outer_of(c);
   } else {
@@ -212,7 +243,7 @@ PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<fl
     out.q.mean.assign(q.means.data(), q.means.data() + q.means.size());
   }
   out.q.tensor = quant::quantize(padded(q.residual, sh.tokens_padded, sh.head_dim), pl.quant_spec(Role::q), "Q");
-  out.operand = make_operand(out.q.tensor, pl.q, cx.qk_integer, cx.qk_fp32_fma);
+  out.operand = make_operand(out.q.tensor, pl.q, cx.qk_integer, cx.qk_values);
   out.row_scale.resize(std::size_t(sh.tokens_padded));
   for (int i = 0; i < sh.tokens_padded; ++i)
     out.row_scale[std::size_t(i)] = steps::fold_softmax_scale(row_scale(out.q.tensor, pl.q, i), cx.softmax_scale_log2);
@@ -222,6 +253,7 @@ PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<fl
 // ---- one block of queries -------------------------------------------------------------------------------
 
 float accumulator_value(const Format& f, std::uint32_t bits) {
+  if (f == formats::s32) return float(std::int32_t(bits));  // exact: the sums stay below 2^24 (validate)
   return f == formats::fp16 ? float(decode(formats::fp16, bits)) : std::bit_cast<float>(bits);
 }
 
@@ -245,51 +277,62 @@ float lane_sum(const float* p, int block_kv, int lane) {
 // P as the P V instruction reads it, and the factor its result is multiplied by (per row).
 struct PBlock {
   MatrixCode codes;             // rows x block_kv
-  MatrixCode scales;            // rows x (block_kv / 16): NVFP4
+  MatrixCode scales;            // rows x (block_kv / block): block-scaled P
   std::vector<float> factor;    // per row; empty: none
-  std::vector<float> values;    // fp32 P (fp32-fma)
+  std::vector<float> values;    // rows x block_kv, products of values: a code times its block scale (fp32: P)
 };
 
-void p_codes(const Pipeline& pl, const MatrixF& p, PBlock& out) {
+void p_codes(const Pipeline& pl, const MatrixF& p, bool values, PBlock& out) {
   const int rows = int(p.rows()), cols = int(p.cols());
   out.factor.clear();
   switch (pl.p.scale) {
     case PScale::static_exponent:
+      if (pl.p.format == formats::fp32) {
+        out.values.assign(p.data(), p.data() + p.size());
+        return;
+      }
       out.codes.resize(rows, cols);
       if (pl.p.format == formats::e4m3) {
         for (Eigen::Index i = 0; i < p.size(); ++i) out.codes.data()[i] = steps::e4m3_code(p.data()[i]);
-      } else if (pl.p.format == formats::fp32) {
-        out.values.assign(p.data(), p.data() + p.size());
-      } else {  // cvt.rn(.satfinite) of fp16, bf16, e5m2, ...
+      } else {  // cvt.rn(.satfinite) of fp16, bf16, e5m2, ...; integers (cvt.rni.sat)
         encode(pl.p.format, std::span<const float>(p.data(), std::size_t(p.size())),
                std::span<Code>(out.codes.data(), std::size_t(out.codes.size())),
                {Rounding::nearest_even, Overflow::saturate});
       }
-      return;
+      break;
     case PScale::per_block: {
       quant::QuantSpec spec;
       spec.element = pl.p.format;
       const quant::QuantizedTensor t = quant::quantize(p, spec, "P");
       out.codes = t.codes;
       out.factor.assign(std::size_t(rows), t.scales[0]);
-      return;
+      break;
     }
     case PScale::two_level:
     case PScale::microscale: {
-      quant::QuantSpec spec =
-          pl.p.scale == PScale::two_level ? quant::presets::sage3_p_two_level() : quant::presets::sage3_p_direct();
-      const quant::QuantizedTensor t = quant::quantize(p, spec, "P");
+      const quant::QuantizedTensor t = quant::quantize(p, pl.p.block_spec(), "P");
+      const int block = t.spec.grouping.col_block;
       out.codes = t.codes;
-      out.scales.resize(rows, cols / 16);
+      out.scales.resize(rows, cols / block);
       for (int r = 0; r < rows; ++r)
-        for (int g = 0; g < cols / 16; ++g) out.scales(r, g) = t.scale_codes[std::size_t(t.group_of(r, g * 16))];
+        for (int g = 0; g < cols / block; ++g) out.scales(r, g) = t.scale_codes[std::size_t(t.group_of(r, g * block))];
       if (pl.p.scale == PScale::two_level) {
         out.factor.resize(std::size_t(rows));
         for (int r = 0; r < rows; ++r) out.factor[std::size_t(r)] = t.outer_of(r);
       }
-      return;
+      break;
     }
   }
+  if (!values) return;
+  const Format scale_format = pl.p.block_spec().scale.format;
+  const int block = out.scales.size() ? cols / int(out.scales.cols()) : 0;
+  out.values.resize(std::size_t(p.size()));
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < cols; ++c) {
+      float x = float(decode(pl.p.format, out.codes(r, c)));
+      if (block) x = steps::mul_rn(x, float(decode(scale_format, out.scales(r, c / block))));
+      out.values[std::size_t(r) * std::size_t(cols) + std::size_t(c)] = x;
+    }
 }
 
 struct RowState {
@@ -315,7 +358,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   std::vector<std::int32_t> s_int(n_rows * n_keys);
   PBlock pb;
   std::uint64_t macs = 0;
-  const MatrixCode q_codes = cx.qk_fp32_fma || cx.qk_integer ? MatrixCode() : MatrixCode(pq.operand.codes.middleRows(first_row, rows));
+  const MatrixCode q_codes = cx.qk_values || cx.qk_integer ? MatrixCode() : MatrixCode(pq.operand.codes.middleRows(first_row, rows));
   const MatrixCode q_scales = pq.operand.scale_codes.size() ? MatrixCode(pq.operand.scale_codes.middleRows(first_row, rows)) : MatrixCode();
 
   for (int step = 0; step < kv_blocks; ++step) {
@@ -334,13 +377,12 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
           s(r, c) = steps::dequantize_score(s_int[std::size_t(r * bkv + c)],
                                             steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
                                                                kv.k_scale[std::size_t(first_key + c)]));
-    } else if (cx.qk_fp32_fma) {
+    } else if (cx.qk_values) {
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c) {
           const float* x = pq.operand.floats.data() + std::size_t(first_row + r) * std::size_t(sh.depth);
           const float* y = kv.k_operand.floats.data() + std::size_t(first_key + c) * std::size_t(sh.depth);
-          float acc = 0;
-          for (int i = 0; i < sh.depth; ++i) acc = steps::fma_rn(x[i], y[i], acc);
+          const float acc = value_dot(cx.qk_wide, x, y, 1, sh.depth, 0.0f);
           s(r, c) = steps::dequantize_score(acc, steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
                                                                     kv.k_scale[std::size_t(first_key + c)]));
         }
@@ -389,20 +431,31 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     }
 
     // 7. P codes.
-    p_codes(pl, p, pb);
+    p_codes(pl, p, cx.pv_values, pb);
 
     // 8-9. P V into o.
     const int first_v = first_key;
-    if (cx.pv_fp32_fma) {
+    if (cx.pv_values) {
+      // Flush intervals as the instruction's (fp32-fma without one: the whole block).
+      const int chunk = cx.pv && pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * cx.pv->atom.k : bkv;
+      const bool in_place = pl.accumulation.mode == Accumulation::in_place;
       for (int r = 0; r < rows; ++r) {
         float* orow = &o[std::size_t(r) * std::size_t(dv)];
         const float a = alpha[std::size_t(r)];
+        const float* prow = &pb.values[std::size_t(r) * std::size_t(bkv)];
         for (int c = 0; c < dv; ++c) {
-          float acc = pl.accumulation.mode == Accumulation::in_place ? steps::mul_rn(orow[c], a) : 0.0f;
-          for (int j = 0; j < bkv; ++j)
-            acc = steps::fma_rn(pb.values[std::size_t(r * bkv + j)],
-                                kv.v_operand.floats[std::size_t(first_v + j) * std::size_t(dv) + std::size_t(c)], acc);
-          orow[c] = pl.accumulation.mode == Accumulation::in_place ? acc : steps::accumulate_output(orow[c], a, acc);
+          const float* vcol = &kv.v_operand.floats[std::size_t(first_v) * std::size_t(dv) + std::size_t(c)];
+          for (int j0 = 0; j0 < bkv; j0 += chunk) {
+            const int width = std::min(chunk, bkv - j0);
+            float acc = in_place ? steps::mul_rn(orow[c], a) : 0.0f;
+            acc = value_dot(cx.pv_wide, prow + j0, vcol + std::ptrdiff_t(j0) * dv, dv, width, acc);
+            if (in_place) {
+              orow[c] = acc;
+              continue;
+            }
+            if (!pb.factor.empty()) acc = steps::mul_rn(acc, pb.factor[std::size_t(r)]);
+            orow[c] = steps::accumulate_output(orow[c], j0 == 0 ? a : 1.0f, acc);
+          }
         }
       }
       continue;
@@ -494,14 +547,15 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   check_finite(k, options.k_name);
   check_finite(v, options.v_name);
 
-  Context cx{pl, {}, options.causal, steps::softmax_scale_log2(q.dim), pl.qk.fp32_fma(), false, pl.pv.fp32_fma(),
-             std::nullopt, std::nullopt};
-  if (!cx.qk_fp32_fma) cx.qk = pl.qk_instruction();
-  if (!cx.pv_fp32_fma) cx.pv = pl.pv_instruction(v.dim);
-  cx.qk_integer = cx.qk && cx.qk->atom.d == formats::s32;
-  const int qk_k = cx.qk ? cx.qk->atom.k : 1;
+  Context cx{pl, {}, options.causal, steps::softmax_scale_log2(q.dim), pl.qk.on_values(), false, pl.pv.on_values(),
+             std::nullopt, std::nullopt, std::nullopt, std::nullopt};
+  if (pl.qk.has_instruction()) cx.qk = pl.qk_instruction();
+  if (pl.pv.has_instruction()) cx.pv = pl.pv_instruction(v.dim);
+  if (pl.qk.wide()) cx.qk_wide.emplace(*cx.qk);
+  if (pl.pv.wide()) cx.pv_wide.emplace(*cx.pv);
+  cx.qk_integer = !cx.qk_values && cx.qk->atom.d == formats::s32;
   cx.shape = {q.tokens, k.tokens, q.dim, v.dim, round_up(q.tokens, pl.tiling.block_q),
-              round_up(k.tokens, pl.tiling.block_kv), round_up(q.dim, qk_k)};
+              round_up(k.tokens, pl.tiling.block_kv), pl.qk_depth(q.dim)};
 
   ForwardResult result;
   result.batch = q.batch;

@@ -91,28 +91,49 @@ struct SmoothingStage {
 };
 
 enum class PScale : std::uint8_t {
-  static_exponent,  // P = exp2(s - m + log2_scale) in [0, 2^log2_scale], cast to P's format (SageAttention2: 448)
+  static_exponent,  // P = exp2(s - m + log2_scale) in [0, 2^log2_scale], cast to P's format (SageAttention2: 448;
+                    // an integer format rounds to nearest even, saturating: INT8 P at 127)
   per_block,        // s_P = amax(P block) / max_finite, P / s_P cast, R times s_P
   two_level,        // SageAttention3: per row s_P1 = rowmax / (448 * 6), NVFP4 of P / s_P1, R times s_P1
-  microscale,       // NVFP4 of P directly (SageAttention3's "direct" ablation)
+  microscale,       // P in 1 x B blocks directly: NVFP4 (SageAttention3's "direct" ablation) or MX
 };
 std::string_view to_string(PScale s);
 
 struct PStage {
-  Format format = formats::fp16;  // fp32 only with the fp32-fma P V
+  Format format = formats::fp16;  // fp32 only with products of values (fp32-fma, wide)
   PScale scale = PScale::static_exponent;
   float log2_scale = 0;  // static_exponent: steps::kLog2Of448 for E4M3 at 448; 0 for fp16
+  Granularity blocks = Granularity::nvfp4;  // microscale: nvfp4 (1x16, UE4M3) or mx (1x32, UE8M0)
 
   std::optional<std::string> validate() const;
+  // The quantizer spec of the block-scaled modes (two_level, microscale).
+  quant::QuantSpec block_spec() const;
 };
 
 // An MMA instruction of the registry (mma::find_instruction); "nN" in the name stands for the n
 // the stage needs (QK: block_kv; P V: the value dimension rounded up to 8, V's columns padded). kFp32Fma is no tensor core: one fp32
 // fma per product, in index order, from C (a SIMT kernel's loop).
+//
+// Products of operand values instead of codes (any operand format: an integer or floating code
+// times its block scale, if any, as a float; row, channel and P factors applied after as with
+// the instruction), for operands the instruction cannot take (error attribution: Q quantized, K
+// exact):
+//   fp32_fma  "fp32-fma:INSTRUCTION": one fp32 fma per product; the instruction still decides
+//             the per-thread groups, the head dimension's padding and the flush interval's k
+//   wide      "wide:INSTRUCTION": the instruction's accumulation on the values (chunks,
+//             truncation, rounding, how C enters: emulation/mma/wide.hpp), the accumulator's
+//             error alone
 inline constexpr std::string_view kFp32Fma = "fp32-fma";
+enum class Product : std::uint8_t { instruction, fp32_fma, wide };
 struct MatmulStage {
-  std::string instruction;
-  bool fp32_fma() const { return instruction == kFp32Fma; }
+  std::string instruction;  // a registry name, or kFp32Fma (fp32 fma, no instruction)
+  Product product = Product::instruction;
+
+  bool has_instruction() const { return instruction != kFp32Fma; }
+  bool fp32_fma() const { return !has_instruction() || product == Product::fp32_fma; }
+  bool wide() const { return has_instruction() && product == Product::wide; }
+  bool on_values() const { return fp32_fma() || wide(); }
+  std::string text() const;  // as set_stage reads it
 };
 
 enum class Accumulation : std::uint8_t {
@@ -183,9 +204,12 @@ struct Pipeline {
   // The thread blocks' tiling of S that per-thread and per-warp groups come from (the QK
   // instruction's accumulator fragment).
   quant::ThreadTiling qk_tiling() const;
-  // The quantizer spec of an operand (Q, K: along the head dimension padded to the QK
-  // instruction's k; V: along the keys).
+  // The quantizer spec of an operand (Q, K: along the head dimension padded to qk_depth; V:
+  // along the keys).
   quant::QuantSpec quant_spec(Role role) const;
+  // The head dimension as Q K^T reads it: padded to the QK instruction's k or, without one, to
+  // Q's and K's scale blocks (zero columns).
+  int qk_depth(int head_dim) const;
 };
 
 // ---- presets ------------------------------------------------------------------------------------

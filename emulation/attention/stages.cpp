@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "emulation/attention/pipeline.hpp"
+#include "emulation/mma/wide.hpp"
 
 namespace lowbit::attention {
 namespace {
@@ -112,19 +113,33 @@ std::string operand_text(const OperandStage& op) {
   return s;
 }
 
+// The format's own options may hold ':' (p3109:k=8:p=4, e4m3:bias=8), so the last parts are
+// read first: [TARGET,] GRANULARITY, and the rest is the format.
+std::string_view format_part(std::string_view value, std::size_t last_parts) {
+  std::size_t end = value.size();
+  for (std::size_t i = 0; i < last_parts && end != std::string_view::npos; ++i) {
+    end = value.rfind(':', end - 1);
+    if (end == std::string_view::npos) return {};
+  }
+  return value.substr(0, end);
+}
+
 std::optional<std::string> parse_operand(OperandStage& op, std::string_view value) {
   const auto parts = split(value, ':');
-  if (parts.size() < 2 || parts.size() > 3) return "expected FORMAT:GRANULARITY[:TARGET], e.g. int8:per-thread";
-  const ParsedFormat f = parse_format(parts[0]);
-  if (!f.format) return "format '" + std::string(parts[0]) + "': " + f.error;
-  const auto g = parse_enum(kGranularities, parts[1]);
-  if (!g) return "granularity '" + std::string(parts[1]) + "' is not one of " + names_of(kGranularities);
+  if (parts.size() < 2) return "expected FORMAT:GRANULARITY[:TARGET], e.g. int8:per-thread";
   double target = 0;
-  if (parts.size() == 3) {
-    const auto t = parse_number<double>(parts[2]);
-    if (!t || !(*t > 0)) return "target '" + std::string(parts[2]) + "' is not a positive number";
+  std::size_t tail = 1;
+  if (parts.size() >= 3 && !parse_enum(kGranularities, parts.back()) && parse_enum(kGranularities, parts[parts.size() - 2])) {
+    const auto t = parse_number<double>(parts.back());
+    if (!t || !(*t > 0)) return "target '" + std::string(parts.back()) + "' is not a positive number";
     target = *t;
+    tail = 2;
   }
+  const std::string_view granularity = parts[parts.size() - tail], format = format_part(value, tail);
+  const auto g = parse_enum(kGranularities, granularity);
+  if (!g) return "granularity '" + std::string(granularity) + "' is not one of " + names_of(kGranularities);
+  const ParsedFormat f = parse_format(format);
+  if (!f.format) return "format '" + std::string(format) + "': " + f.error;
   op = {*f.format, *g, target};
   return std::nullopt;
 }
@@ -133,6 +148,7 @@ std::optional<std::string> parse_operand(OperandStage& op, std::string_view valu
 // the log2 itself in hex.
 std::string p_text(const PStage& p) {
   std::string s = format_name(p.format) + ":";
+  if (p.scale == PScale::microscale && p.blocks == Granularity::mx) return s + "mx";
   if (p.scale != PScale::static_exponent) return s + std::string(to_string(p.scale));
   const double max = std::round(std::exp2(double(p.log2_scale)));
   if (float(std::log2(max)) == p.log2_scale) return s + fmt::format("{}", max);
@@ -141,23 +157,26 @@ std::string p_text(const PStage& p) {
 
 std::optional<std::string> parse_p(PStage& p, std::string_view value) {
   const auto parts = split(value, ':');
-  if (parts.size() != 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale";
-  const ParsedFormat f = parse_format(parts[0]);
-  if (!f.format) return "format '" + std::string(parts[0]) + "': " + f.error;
+  if (parts.size() < 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale|mx";
+  const ParsedFormat f = parse_format(format_part(value, 1));
+  if (!f.format) return "format '" + std::string(format_part(value, 1)) + "': " + f.error;
   PStage out{*f.format, PScale::static_exponent, 0};
-  if (parts[1].starts_with("log2=")) {
-    const std::string text(parts[1].substr(5));
+  if (parts.back().starts_with("log2=")) {
+    const std::string text(parts.back().substr(5));
     char* end = nullptr;
     const double v = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !std::isfinite(v)) return "log2 '" + text + "' is not a number";
     out.log2_scale = float(v);
-  } else if (const auto max = parse_number<double>(parts[1])) {
+  } else if (const auto max = parse_number<double>(parts.back())) {
     if (!(*max >= 1) || !std::isfinite(*max)) return fmt::format("P's maximum {} must be >= 1", *max);
     out.log2_scale = float(std::log2(*max));  // rounded once: 448 gives steps::kLog2Of448
-  } else if (const auto s = parse_enum(kPScales, parts[1]); s && *s != PScale::static_exponent) {
+  } else if (const auto s = parse_enum(kPScales, parts.back()); s && *s != PScale::static_exponent) {
     out.scale = *s;
+  } else if (parts.back() == "mx") {
+    out.scale = PScale::microscale;
+    out.blocks = Granularity::mx;
   } else {
-    return "'" + std::string(parts[1]) + "' is not P's maximum, log2=X, per-block, two-level or microscale";
+    return "'" + std::string(parts.back()) + "' is not P's maximum, log2=X, per-block, two-level, microscale or mx";
   }
   p = out;
   return std::nullopt;
@@ -235,16 +254,37 @@ std::optional<std::string> SmoothingStage::validate() const {
 
 std::optional<std::string> PStage::validate() const {
   if (auto why = lowbit::validate(format)) return "P format: " + *why;
-  if (format.is_integer()) return "P format " + format_name(format) + " is an integer format";
-  const bool nvfp4 = scale == PScale::two_level || scale == PScale::microscale;
-  if (nvfp4 != (format == formats::e2m1))
-    return "P: " + std::string(to_string(scale)) + " scaling " + (nvfp4 ? "needs e2m1 (NVFP4)" : "cannot hold e2m1") +
-           ", got " + format_name(format);
+  if (scale == PScale::two_level || scale == PScale::microscale) {
+    if (blocks != Granularity::nvfp4 && blocks != Granularity::mx)
+      return "P's blocks must be nvfp4 or mx, not " + std::string(to_string(blocks));
+    if (blocks == Granularity::nvfp4 && format != formats::e2m1)
+      return "P: " + std::string(to_string(scale)) + " scaling in NVFP4 blocks needs e2m1, got " + format_name(format);
+    if (blocks == Granularity::mx && (format.is_integer() || format.code_bits() > 8))
+      return "P: mx blocks hold an 8-bit or narrower float, not " + format_name(format);
+    if (scale == PScale::two_level && blocks != Granularity::nvfp4)
+      return std::string("P: two-level scaling is NVFP4's (its E4M3 block scales need the per-row first level)");
+  }
   if (scale == PScale::static_exponent &&
       (!std::isfinite(log2_scale) || log2_scale < 0 || double(log2_scale) > std::log2(max_finite(format)) + 1e-6))
     return fmt::format("P's static scale 2^{} lies outside [1, max finite of {} = {}]", log2_scale,
                        format_name(format), max_finite(format));
   return std::nullopt;
+}
+
+quant::QuantSpec PStage::block_spec() const {
+  if (scale == PScale::two_level) return quant::presets::sage3_p_two_level();
+  if (blocks == Granularity::mx) return quant::presets::mx(format);
+  return quant::presets::sage3_p_direct();
+}
+
+std::string MatmulStage::text() const {
+  if (!has_instruction()) return std::string(kFp32Fma);
+  switch (product) {
+    case Product::instruction: return instruction;
+    case Product::fp32_fma: return std::string(kFp32Fma) + ":" + instruction;
+    case Product::wide: return "wide:" + instruction;
+  }
+  return instruction;
 }
 
 std::optional<std::string> AccumulationStage::validate() const {
@@ -276,10 +316,23 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     return fmt::format("the random Hadamard rotation needs a power-of-two head dimension (d = {})", head_dim);
   try {
     // QK^T
-    if (qk.fp32_fma()) {
-      for (const auto& [op, who] : {std::pair{&q, "Q"}, std::pair{&k, "K"}})
-        if (op->element != formats::fp32 || op->granularity != Granularity::none)
-          return fmt::format("fp32-fma QK^T multiplies fp32 values: {} must be fp32:none, not {}", who, operand_text(*op));
+    const auto groups_need_instruction = [&]() -> std::optional<std::string> {
+      for (const auto* op : {&q, &k})
+        if (op->granularity == Granularity::per_thread || op->granularity == Granularity::per_warp) {
+          if (!qk.has_instruction())
+            return std::string("per-thread/per-warp groups come from the QK instruction: name one (fp32-fma:INSTRUCTION)");
+          if (auto why = qk_tiling().validate()) return "per-thread/per-warp groups: " + *why;
+        }
+      return std::nullopt;
+    };
+    if (qk.has_instruction() && qk.on_values()) {
+      const mma::Instruction in = qk_instruction();
+      if (qk.wide()) mma::WideAccumulation{in};  // throws for a model it cannot run
+      if (in.atom.issue == mma::Issue::wgmma && in.atom.n != tiling.block_kv)
+        return fmt::format("{} computes {} keys per instruction; block-kv is {}", in.atom.name.view(), in.atom.n, tiling.block_kv);
+      if (auto why = groups_need_instruction()) return why;
+    } else if (qk.on_values()) {
+      if (auto why = groups_need_instruction()) return why;
     } else {
       const mma::Instruction in = qk_instruction();
       const mma::Atom& at = in.atom;
@@ -297,15 +350,24 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
           return fmt::format("{} x {} sums over d = {} could reach 2^24, where float(S) is no longer exact",
                              format_name(q.element), format_name(k.element), depth);
       }
-      for (const auto* op : {&q, &k})
-        if (op->granularity == Granularity::per_thread || op->granularity == Granularity::per_warp)
-          if (auto why = qk_tiling().validate()) return "per-thread/per-warp groups: " + *why;
+      if (auto why = groups_need_instruction()) return why;
     }
     // P V
-    if (pv.fp32_fma()) {
-      if (p.format != formats::fp32 || v.element != formats::fp32 || v.granularity != Granularity::none)
-        return fmt::format("fp32-fma P V multiplies fp32 values: P must be fp32, V fp32:none (P {}, V {})",
-                           format_name(p.format), operand_text(v));
+    const bool p_blocks = p.scale == PScale::two_level || p.scale == PScale::microscale;
+    if (accumulation.mode == Accumulation::in_place && p.scale != PScale::static_exponent)
+      return std::string("in-place accumulation needs P's static scale (a per-block or per-row factor multiplies R first)");
+    if (pv.on_values()) {
+      if (pv.has_instruction()) {
+        const mma::Instruction in = pv_instruction(value_dim);
+        if (pv.wide()) mma::WideAccumulation{in};
+        if (tiling.block_kv % in.atom.k != 0)
+          return fmt::format("block-kv={} is not a multiple of {}'s k = {}", tiling.block_kv, in.atom.name.view(), in.atom.k);
+        if (pv.wide() && accumulation.mode == Accumulation::in_place && in.atom.c != formats::fp32)
+          return in.atom.name.str() + " accumulates in " + format_name(in.atom.c) + "; in-place accumulation needs an fp32 C";
+      } else if (accumulation.mmas_per_flush != 0) {
+        return std::string("fp32-fma P V has no MMAs to flush: name an instruction (fp32-fma:INSTRUCTION) or set "
+                           "accumulation=two-level or in-place");
+      }
     } else {
       const mma::Instruction in = pv_instruction(value_dim);
       const mma::Atom& at = in.atom;
@@ -313,20 +375,24 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
         return fmt::format("PV instruction {} multiplies {} x {}, but P is {} and V {}", at.name.view(), format_name(at.a),
                            format_name(at.b), format_name(p.format), format_name(v.element));
       if (auto why = fits_block_scales(v, at, "V")) return why;
-      if (at.block_scaled() && (at.scale != formats::ue4m3 || at.scale_block != 16))
-        return at.name.str() + ": P's two-level and microscale modes are NVFP4 (1x16, ue4m3)";
-      if (at.d == formats::s32) return at.name.str() + " is an integer instruction; P is floating";
+      if (at.block_scaled() != p_blocks)
+        return fmt::format("{} {} block scales, but P's scale is {}", at.name.view(),
+                           at.block_scaled() ? "takes" : "takes no", to_string(p.scale));
+      if (at.block_scaled()) {
+        const bool nvfp4 = p.blocks == Granularity::nvfp4;
+        if (at.scale != (nvfp4 ? formats::ue4m3 : formats::ue8m0) || at.scale_block != (nvfp4 ? 16 : 32))
+          return fmt::format("{} scales 1x{} blocks in {}; P's {} blocks are 1x{} in {}", at.name.view(), at.scale_block,
+                             format_name(at.scale), to_string(p.blocks), nvfp4 ? 16 : 32, nvfp4 ? "ue4m3" : "ue8m0");
+      }
+      if ((at.d == formats::s32) != p.format.is_integer())
+        return at.name.str() +
+               (at.d == formats::s32 ? " is an integer instruction; P is " : " is a floating instruction; P is ") +
+               format_name(p.format);
       if (tiling.block_kv % at.k != 0)
         return fmt::format("block-kv={} is not a multiple of {}'s k = {}", tiling.block_kv, at.name.view(), at.k);
-      if (accumulation.mode == Accumulation::in_place) {
-        if (at.c != formats::fp32)
-          return at.name.str() + " accumulates in " + format_name(at.c) + "; in-place accumulation needs an fp32 C";
-        if (p.scale != PScale::static_exponent)
-          return "in-place accumulation needs P's static scale (a per-block or per-row factor multiplies R first)";
-      }
+      if (accumulation.mode == Accumulation::in_place && at.c != formats::fp32)
+        return at.name.str() + " accumulates in " + format_name(at.c) + "; in-place accumulation needs an fp32 C";
     }
-    if (pv.fp32_fma() && accumulation.mmas_per_flush != 0)
-      return std::string("fp32-fma P V has no MMAs to flush: set accumulation=two-level or in-place");
   } catch (const std::invalid_argument& e) {
     return std::string(e.what());
   }
@@ -346,9 +412,21 @@ quant::ThreadTiling Pipeline::qk_tiling() const {
   return quant::ThreadTiling{quantizer_atom(qk_instruction()), tiling.warps, tiling.block_q, tiling.block_kv};
 }
 
+int Pipeline::qk_depth(int head_dim) const {
+  int multiple = 1;
+  if (qk.has_instruction()) {
+    multiple = qk_instruction().atom.k;
+  } else {
+    for (const OperandStage* op : {&q, &k})
+      if (op->granularity == Granularity::nvfp4 || op->granularity == Granularity::mx)
+        multiple = std::max(multiple, op->granularity == Granularity::nvfp4 ? 16 : 32);
+  }
+  return (head_dim + multiple - 1) / multiple * multiple;
+}
+
 quant::QuantSpec Pipeline::quant_spec(Role role) const {
   const OperandStage& op = role == Role::q ? q : role == Role::k ? k : v;
-  const int k_depth = role == Role::v || qk.fp32_fma() ? 1 : qk_instruction().atom.k;
+  const int k_depth = role == Role::v ? 1 : qk_depth(1);
   quant::QuantSpec s;
   s.element = op.element;
   s.scale.target = op.target;
@@ -401,12 +479,14 @@ const std::vector<StageInfo>& stage_list() {
       {"smooth-v", "on|off", "V minus its mean over all keys (the output takes it back)"},
       {"key-mean-chunk", "N", "keys per double partial sum of the K and V means (0: one sum in order)"},
       {"transform", "none|smoothattn[:ALPHA]|hadamard[:SEED]", "Q, K transform before smoothing (SageAttention2 §4.1 baselines)"},
-      {"qk", "INSTRUCTION|fp32-fma", "the QK^T instruction (registry name; nN: n = block-kv)"},
-      {"pv", "INSTRUCTION|fp32-fma",
-       "the P V instruction (nN: n = the value dimension, rounded up to 8); its accumulator is the instruction's: .f32 "
+      {"qk", "INSTRUCTION|fp32-fma|fp32-fma:INSTRUCTION|wide:INSTRUCTION",
+       "the QK^T instruction (registry name; nN: n = block-kv); fp32-fma: fp32 fmas of the operands' values; wide: the "
+       "instruction's accumulation on the operands' values (error injection)"},
+      {"pv", "INSTRUCTION|fp32-fma|fp32-fma:INSTRUCTION|wide:INSTRUCTION", "the P V instruction (nN: n = the value dimension, rounded up to 8); its accumulator is the instruction's: .f32 "
        "(fp32; FP22 for Hopper's wgmma FP8), .f16"},
-      {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale",
-       "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448)"},
+      {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale|FORMAT:mx",
+       "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448, int8:127; microscale: NVFP4 "
+       "blocks, mx: MX blocks)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
       {"exp2", "exact|poly5|poly6", "the softmax's exp2/log2: correctly rounded, or the contract's polynomials"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
@@ -472,8 +552,19 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
       pl.smoothing.hadamard_seed = *seed;
     }
   } else if (key == "qk" || key == "pv") {
-    if (value.empty()) return error("no instruction");
-    (key == "qk" ? pl.qk : pl.pv).instruction = value;
+    MatmulStage m;
+    std::string_view name = value;
+    if (value.starts_with("wide:")) {
+      m.product = Product::wide;
+      name = value.substr(5);
+    } else if (value.starts_with(std::string(kFp32Fma) + ":")) {
+      m.product = Product::fp32_fma;
+      name = value.substr(kFp32Fma.size() + 1);
+    }
+    if (name.empty()) return error("no instruction");
+    if (name == kFp32Fma && m.product != Product::instruction) return error("fp32-fma takes an instruction after ':'");
+    m.instruction = name;
+    (key == "qk" ? pl.qk : pl.pv) = m;
   } else if (key == "p") {
     if (auto why = parse_p(pl.p, value)) return error(*why);
   } else if (key == "accumulation") {
@@ -520,8 +611,8 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"smooth-v", on(pl.smoothing.v)},
       {"key-mean-chunk", std::to_string(pl.smoothing.key_mean_chunk)},
       {"transform", transform},
-      {"qk", pl.qk.instruction},
-      {"pv", pl.pv.instruction},
+      {"qk", pl.qk.text()},
+      {"pv", pl.pv.text()},
       {"p", p_text(pl.p)},
       {"accumulation", pl.accumulation.mode == Accumulation::in_place
                            ? std::string("in-place")

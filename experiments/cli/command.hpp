@@ -12,6 +12,7 @@ void add_format_commands(CLI::App& app, int& exit_code);   // formats, format
 void add_convert_command(CLI::App& app, int& exit_code);   // convert
 void add_tour_command(CLI::App& app, int& exit_code);      // tour
 void add_verify_vectors_command(CLI::App& app, int& exit_code);  // verify-vectors
+void add_run_commands(CLI::App& app, int& exit_code);            // run, plot
 // attention; `command` (the command line) goes into the --metrics-json record
 void add_attention_command(CLI::App& app, int& exit_code, std::string command);
 #if defined(LOWBIT_HAVE_KERNELS)

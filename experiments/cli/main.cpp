@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   lowbit::cli::add_convert_command(app, exit_code);
   lowbit::cli::add_tour_command(app, exit_code);
   lowbit::cli::add_verify_vectors_command(app, exit_code);
+  lowbit::cli::add_run_commands(app, exit_code);
   std::string command;
   for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
   lowbit::cli::add_attention_command(app, exit_code, command);

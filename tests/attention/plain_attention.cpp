@@ -5,6 +5,7 @@
 
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
+#include "emulation/mma/wide.hpp"
 #include "emulation/quant/rotation.hpp"
 
 namespace lowbit::test {
@@ -59,7 +60,22 @@ MatrixCode block_scales(const quant::QuantizedTensor& t, int first, int count, i
 }
 
 float accumulator_float(const Format& f, std::uint32_t bits) {
+  if (f == formats::s32) return float(std::int32_t(bits));
   return f == formats::fp16 ? float(decode(formats::fp16, bits)) : std::bit_cast<float>(bits);
+}
+
+// The value a product of values reads: the element, times its block scale if it has one.
+float element_value(const quant::QuantizedTensor& t, int row, int col) {
+  const float x = float(decode(t.spec.element, t.codes(row, col)));
+  if (t.spec.grouping.col_block == 0 || t.scale_codes.empty() || t.spec.scale.format == formats::fp32) return x;
+  return st::mul_rn(x, float(decode(t.spec.scale.format, t.scale_codes[std::size_t(t.group_of(row, col))])));
+}
+
+// fp32 fmas in order from c, or the instruction's accumulation (wide).
+float dot(const std::optional<mma::WideAccumulation>& wide, const std::vector<float>& a, const std::vector<float>& b, float c) {
+  if (wide) return wide->dot(a.data(), b.data(), 1, int(a.size()), c);
+  for (std::size_t i = 0; i < a.size(); ++i) c = st::fma_rn(a[i], b[i], c);
+  return c;
 }
 
 float lane_tree_sum(const std::vector<float>& p, int lane) {
@@ -85,9 +101,12 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   const int N = q_in.tokens, keys = k_in.tokens, d = q_in.dim, dv = v_in.dim;
   const int bq = pl.tiling.block_q, bkv = pl.tiling.block_kv;
   const int group = q_in.heads / k_in.heads;
-  const std::optional<mma::Instruction> qk = pl.qk.fp32_fma() ? std::nullopt : std::optional(pl.qk_instruction());
-  const std::optional<mma::Instruction> pv = pl.pv.fp32_fma() ? std::nullopt : std::optional(pl.pv_instruction(dv));
-  const int depth = qk ? (d + qk->atom.k - 1) / qk->atom.k * qk->atom.k : d;
+  const std::optional<mma::Instruction> qk = pl.qk.has_instruction() ? std::optional(pl.qk_instruction()) : std::nullopt;
+  const std::optional<mma::Instruction> pv = pl.pv.has_instruction() ? std::optional(pl.pv_instruction(dv)) : std::nullopt;
+  std::optional<mma::WideAccumulation> qk_wide, pv_wide;
+  if (pl.qk.wide()) qk_wide.emplace(*qk);
+  if (pl.pv.wide()) pv_wide.emplace(*pv);
+  const int depth = pl.qk_depth(d);
   const int tokens_padded = (N + bq - 1) / bq * bq, keys_padded = (keys + bkv - 1) / bkv * bkv;
   const float sm = st::softmax_scale_log2(d);
 
@@ -130,6 +149,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
       const MatrixF v_rows = zero_padded(vx, keys_padded);
       V.tensor = quant::quantize_reference(v_t ? MatrixF(v_rows.transpose()) : v_rows, pl.quant_spec(Role::v), "V");
       const auto v_code = [&](int key, int c) { return v_t ? V.tensor.codes(c, key) : V.tensor.codes(key, c); };
+      const auto v_value = [&](int key, int c) { return v_t ? element_value(V.tensor, c, key) : element_value(V.tensor, key, c); };
       const auto v_scale = [&](int c) {
         return v_t ? V.tensor.outer_of(c) : V.tensor.scales[std::size_t(V.tensor.group_of(0, c))];
       };
@@ -158,12 +178,12 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             if (first >= keys || (causal && first > last_row)) continue;
             // Scores.
             std::vector<float> s(static_cast<std::size_t>(bkv));
-            if (!qk) {
+            if (pl.qk.on_values()) {
+              std::vector<float> qv(static_cast<std::size_t>(depth)), kv(static_cast<std::size_t>(depth));
+              for (int c = 0; c < depth; ++c) qv[std::size_t(c)] = element_value(Q.tensor, row, c);
               for (int j = 0; j < bkv; ++j) {
-                float a = 0;
-                for (int c = 0; c < depth; ++c)
-                  a = st::fma_rn(float(decode(formats::fp32, Q.tensor.codes(row, c))),
-                                 float(decode(formats::fp32, K.tensor.codes(first + j, c))), a);
+                for (int c = 0; c < depth; ++c) kv[std::size_t(c)] = element_value(K.tensor, first + j, c);
+                const float a = dot(qk_wide, qv, kv, 0.0f);
                 s[std::size_t(j)] = st::dequantize_score(a, st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j)));
               }
             } else {
@@ -203,31 +223,53 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             for (int lane = 0; lane < 4; ++lane) lanes[lane] = st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
             offset = offset_new;
-            // P V.
-            if (!pv) {
-              for (int c = 0; c < dv; ++c) {
-                float r = pl.accumulation.mode == Accumulation::in_place ? st::mul_rn(o[std::size_t(c)], alpha) : 0.0f;
-                for (int j = 0; j < bkv; ++j) r = st::fma_rn(p[std::size_t(j)], float(decode(formats::fp32, v_code(first + j, c))), r);
-                o[std::size_t(c)] = pl.accumulation.mode == Accumulation::in_place ? r : st::accumulate_output(o[std::size_t(c)], alpha, r);
-              }
-              continue;
-            }
+            // P codes, their block scales and the factor R is multiplied by.
             MatrixCode pc(1, bkv), ps;
             float factor = 1;
             bool has_factor = false;
-            if (pl.p.scale == PScale::static_exponent) {
+            int p_block = 0;
+            if (pl.p.format == formats::fp32) {
+            } else if (pl.p.scale == PScale::static_exponent) {
               for (int j = 0; j < bkv; ++j)
                 pc(0, j) = pl.p.format == formats::e4m3
                                ? st::e4m3_code(p[std::size_t(j)])
                                : encode(pl.p.format, double(p[std::size_t(j)]), {Rounding::nearest_even, Overflow::saturate});
             } else {
               const MatrixF prow = Eigen::Map<const MatrixF>(p.data(), 1, bkv);
-              const quant::QuantizedTensor t = quant::quantize_reference(
-                  prow, pl.p.scale == PScale::two_level ? quant::presets::sage3_p_two_level() : quant::presets::sage3_p_direct(),
-                  "P");
+              const quant::QuantizedTensor t = quant::quantize_reference(prow, pl.p.block_spec(), "P");
               pc = t.codes;
+              p_block = t.spec.grouping.col_block;
               ps = block_scales(t, 0, 1, 0, bkv);
               if (pl.p.scale == PScale::two_level) factor = t.outer_of(0), has_factor = true;
+            }
+            // P V on values.
+            if (pl.pv.on_values()) {
+              std::vector<float> pvals(static_cast<std::size_t>(bkv));
+              for (int j = 0; j < bkv; ++j) {
+                if (pl.p.format == formats::fp32) {
+                  pvals[std::size_t(j)] = p[std::size_t(j)];
+                  continue;
+                }
+                float x = float(decode(pl.p.format, pc(0, j)));
+                if (p_block) x = st::mul_rn(x, float(decode(pl.p.block_spec().scale.format, ps(0, j / p_block))));
+                pvals[std::size_t(j)] = x;
+              }
+              const int interval = pv && pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * pv->atom.k : bkv;
+              const bool in_place = pl.accumulation.mode == Accumulation::in_place;
+              for (int c = 0; c < dv; ++c)
+                for (int j0 = 0; j0 < bkv; j0 += interval) {
+                  const int width = std::min(interval, bkv - j0);
+                  std::vector<float> a(pvals.begin() + j0, pvals.begin() + j0 + width), vv(static_cast<std::size_t>(width));
+                  for (int j = 0; j < width; ++j) vv[std::size_t(j)] = v_value(first + j0 + j, c);
+                  float r = dot(pv_wide, a, vv, in_place ? st::mul_rn(o[std::size_t(c)], alpha) : 0.0f);
+                  if (in_place) {
+                    o[std::size_t(c)] = r;
+                    continue;
+                  }
+                  if (has_factor) r = st::mul_rn(r, factor);
+                  o[std::size_t(c)] = st::accumulate_output(o[std::size_t(c)], j0 == 0 ? alpha : 1.0f, r);
+                }
+              continue;
             }
             if (pl.accumulation.mode == Accumulation::in_place) {
               MatrixCode c_bits(1, dv);
@@ -248,7 +290,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               const MatrixCode pa = pc.middleCols(j0, width);
               MatrixCode sa, sb;
               if (pv->atom.block_scaled()) {
-                sa = ps.middleCols(j0 / 16, width / 16);
+                sa = ps.middleCols(j0 / p_block, width / p_block);
                 sb = block_scales(V.tensor, 0, dv, first + j0, width).transpose();
               }
               const MatrixCode zero = MatrixCode::Zero(1, dv);

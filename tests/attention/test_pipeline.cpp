@@ -159,6 +159,71 @@ TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granulariti
   }
 }
 
+TEST_CASE("products of values, integer P, MX P: the tiled forward equals the plain one bit for bit",
+          "[attention][differential]") {
+  const std::vector<std::pair<const char*, std::vector<const char*>>> variants{
+      // Error attribution: one operand quantized, the other exact, the instruction's groups kept.
+      {"sage2-8b", {"k=fp32:none", "qk=fp32-fma:wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"}},
+      {"sage2-8b", {"q=fp32:none", "qk=wide:wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"}},
+      // The FP22 accumulator alone (P, V exact), flushed per block and per MMA, and in place.
+      {"sage2-8b", {"p=fp32:1", "v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
+      {"sage2-8b", {"p=fp32:1", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3", "accumulation=two-level:1"}},
+      {"fa3-fp8", {"v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
+      {"sage2-4b", {"pv=wide:mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}},
+      {"sage2pp", {"pv=wide:mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"}},
+      // Quantized P and V with exact products; NVFP4 Q, K on fp32 fmas (block scales folded in).
+      {"sage2-8b", {"pv=fp32-fma:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3", "accumulation=two-level:2"}},
+      {"sage3", {"qk=fp32-fma", "pv=fp32-fma"}},
+      {"sage3", {"k=fp32:none", "p=e2m1:microscale", "qk=fp32-fma", "pv=wide:mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3"}},
+      // INT8 P at 127 and INT8 V on the integer MMA (SageAttention2 Table 6's INT8 row).
+      {"sage2-4b", {"p=int8:127", "v=int8:per-channel", "pv=mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}},
+      {"sage2-4b", {"p=int8:127", "v=int8:per-channel", "pv=fp32-fma"}},
+      // MXFP4 Q, K, P, V (SageAttention3 Table 1a's MXFP4).
+      {"sage3",
+       {"q=e2m1:mx", "k=e2m1:mx", "v=e2m1:mx", "p=e2m1:mx",
+        "qk=mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0",
+        "pv=mma.sync.aligned.m16n8k64.row.col.kind::mxf4.block_scale.scale_vec::2X.f32.e2m1.e2m1.f32.ue8m0"}},
+  };
+  for (const auto& [name, sets] : variants) {
+    Pipeline p = preset(name, 64);
+    for (const char* s : sets) {
+      INFO(name << ": " << s);
+      REQUIRE_FALSE(set_stage(p, s));
+    }
+    INFO(name);
+    REQUIRE_FALSE(p.validate(64, 64));
+    differential(p, {1, 4, 2, 190, 190, 64}, true, 41);
+  }
+}
+
+TEST_CASE("products of values: what cannot run is named", "[attention][stages]") {
+  Pipeline p = preset("sage2-8b", 64);
+  REQUIRE_FALSE(set_stage(p, "qk=fp32-fma"));
+  const auto why = p.validate(64, 64);
+  REQUIRE(why);
+  CHECK(why->find("per-thread/per-warp groups come from the QK instruction") != std::string::npos);
+  Pipeline q = preset("sage2-8b", 64);
+  REQUIRE_FALSE(set_stage(q, "p=int8:127"));
+  REQUIRE(q.validate(64, 64));
+  CHECK(q.validate(64, 64)->find("but P is int8") != std::string::npos);
+  Pipeline r = preset("sage3", 64);
+  CHECK(set_stage(r, "p=e2m1:two-level") == std::nullopt);
+  REQUIRE_FALSE(set_stage(r, "pv=fp32-fma:x"));
+  CHECK(r.validate(64, 64));  // an unknown instruction is named, not thrown
+  CHECK(set_stage(r, "qk=wide:"));
+  CHECK(set_stage(r, "pv=fp32-fma:fp32-fma"));
+  Pipeline m = preset("sage3", 64);
+  REQUIRE_FALSE(set_stage(m, "p=e2m1:mx"));
+  CHECK(m.validate(64, 64)->find("P's mx blocks are 1x32 in ue8m0") != std::string::npos);
+  Pipeline t = preset("sage3", 64);
+  REQUIRE_FALSE(set_stage(t, "p=e4m3:mx"));
+  REQUIRE_FALSE(set_stage(t, "pv=fp32-fma"));
+  CHECK_FALSE(t.validate(64, 64));
+  for (const auto& [stage, value] : stage_values(t))
+    if (stage == "p") CHECK(value == "e4m3:mx");
+    else if (stage == "pv") CHECK(value == "fp32-fma");
+}
+
 TEST_CASE("sage2-8b reads the Hopper recipe: tiling, thread groups, K mean chunks, exp2, P's scale", "[attention][sage2-8b]") {
   for (int d : {64, 128}) {
     const Sage2HopperRecipe r = sage2_8b_hopper(d);

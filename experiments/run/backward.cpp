@@ -1,0 +1,90 @@
+// lowbit run backward: SageAttention3's Table 1c: SageBwd's 8-bit forward and backward pass
+// (emulation/attention/backward.hpp) with dO V^T in FP16 (the paper's choice) or INT8, and every
+// product in FP16 as the baseline: the output O and the gradients dQ, dK, dV against float64
+// (numerics/attention_backward_reference.hpp). dO is Gaussian (seeded, rounded to fp16): the
+// datasets hold no gradients.
+#include <random>
+
+#include <fmt/format.h>
+
+#include "emulation/attention/backward.hpp"
+#include "experiments/run/harness.hpp"
+#include "experiments/run/registry.hpp"
+#include "numerics/attention_backward_reference.hpp"
+
+namespace lowbit::experiments {
+namespace {
+
+Tensor4 gaussian_like(const Tensor4& shape, int dim, std::uint64_t seed) {
+  Tensor4 t(shape.batch, shape.heads, shape.tokens, dim);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  for (float& x : t.values) x = float(_Float16(normal(rng)));
+  return t;
+}
+
+std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
+
+}  // namespace
+
+int run_backward(int argc, char** argv) {
+  const std::string name = "backward";
+  return experiment_main(
+      argc, argv, name, "SageBwd's INT8 backward, dO V^T in FP16 or INT8 (SageAttention3 Table 1c)", {"synthetic", "smollm2"},
+      DatasetSizes{}, nullptr, [&](const CommonOptions& o) {
+        const std::vector<Dataset> datasets = load_datasets(o);
+        ExperimentResults results(name, o, argc, argv);
+        const std::vector<std::pair<std::string, std::string>> variants{
+            {"sagebwd", "SageBwd (dO V^T FP16)"}, {"sagebwd-int8-dp", "dO V^T INT8"}, {"fp16", "FP16 (every product)"}};
+        const double nan = std::nan("");
+        results.paper("SageBwd (dO V^T FP16): dQ", {"SageAttention3 Table 1c", 0.9977, 0.039, 0.692, nan, nan, nan});
+        results.paper("dO V^T INT8: dQ", {"SageAttention3 Table 1c", 0.9747, 0.171, 2.440, nan, nan, nan});
+        Progress progress(name, int(datasets.size() * (variants.size() + 1)));
+        results.directory().run().seeds["dO"] = o.seed;
+        for (const Dataset& d : datasets) {
+          const Tensor4 d_out = gaussian_like(d.q, d.v.dim, o.seed * 0x9E3779B97F4A7C15ull + 7);
+          const ReferenceGradients ref =
+              reference_attention_backward(d.q, d.k, d.v, d_out, {.causal = d.causal, .threads = o.threads});
+          progress.step("float64 gradients of " + d.name);
+          for (const auto& [preset, label] : variants) {
+            const attention::SageBwdConfig config = attention::sagebwd_preset(preset);
+            const attention::BackwardResult r = attention::sage_bwd(config, d.q, d.k, d.v, d_out, d.causal, o.threads);
+            const auto op = [](attention::BackwardOperands b) {
+              return b == attention::BackwardOperands::fp16 ? "fp16" : "int8 per block";
+            };
+            results.directory().run().formats[label] = {{"preset", preset}, {"S=QK^T", op(config.qk)}, {"O+=PV", op(config.pv)},
+                                                        {"dV+=P^T dO", op(config.dv)}, {"dP=dO V^T", op(config.dp)},
+                                                        {"dQ+=dS K", op(config.dq)}, {"dK+=dS^T Q", op(config.dk)},
+                                                        {"tiles", fmt::format("{} x {}", config.block_q, config.block_kv)}};
+            const int heads = d.q.heads;
+            for (const auto& [grad, reference, output] :
+                 {std::tuple{"O", &ref.forward.output, &r.output}, std::tuple{"dQ", &ref.dq, &r.dq},
+                  std::tuple{"dK", &ref.dk, &r.dk}, std::tuple{"dV", &ref.dv, &r.dv}})
+              results.add(label + ": " + grad, d, compare_heads(*reference, widen(*output), heads, d.head_labels));
+            progress.step(fmt::format("{} on {}: dQ cosine {}", label, d.name,
+                                      percent(results.summary(label + ": dQ", d.name).cosine_mean, 3)));
+          }
+        }
+        std::string headline;
+        for (const Dataset& d : datasets)
+          headline += fmt::format("{}{}: dQ cosine dO V^T FP16 {} vs INT8 {}", headline.empty() ? "" : "; ", d.name,
+                                  percent(results.summary("SageBwd (dO V^T FP16): dQ", d.name).cosine_mean),
+                                  percent(results.summary("dO V^T INT8: dQ", d.name).cosine_mean));
+        results.directory().text("headline.txt", headline + "\n");
+        results.intro(
+            "Mean and worst over the heads (and layers) of each dataset of the forward output O and the gradients dQ, "
+            "dK, dV against float64 attention and its gradients (metrics.csv has every head). p99 err/RMS: the 99th "
+            "percentile of |error| over the RMS of the head's float64 tensor, mean over heads.\n");
+        results.note(
+            "Emulation (emulation/attention/backward.hpp): SageBwd's forward (INT8 Q, K, V per 64 x 64 tile, P per row "
+            "of its tile, exact integer sums dequantized once, fp32 online softmax with exp2 correctly rounded) and "
+            "backward (FlashAttention-2's order: per KV tile, per Q tile: S and P = exp2(S - L) recomputed, dV += P^T "
+            "dO, dP = dO V^T, dS = P (dP - D), dQ += dS K, dK += dS^T Q; INT8 per tile except dO V^T), dO V^T in FP16 "
+            "through the f16 mma.sync (sm_89, MMA-Sim's model) or INT8. \"FP16 (every product)\" casts every operand "
+            "to fp16 on that instruction. dO: Gaussian, rounded to fp16 (seed in provenance.json). Reference: float64 "
+            "attention and its gradients.\n");
+        results.write("SageAttention3 Table 1c: SageBwd's gradients, dO V^T in FP16 or INT8");
+      });
+}
+
+}  // namespace lowbit::experiments

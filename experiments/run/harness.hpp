@@ -1,0 +1,224 @@
+// What every `lowbit run` experiment shares, so that an experiment is only its question: the
+// options (output folder, datasets, the user's tensors, threads), the datasets (synthetic
+// presets, the committed SmolLM2 sample, Q/K/V files), the float64 reference of each, one
+// pipeline run on a dataset with per-head metrics and the per-element error distribution,
+// progress on stderr, and the result files written through experiments/common:
+//
+//   metrics.csv       experiment,variant,dataset,head,metric,value: cosine, rel_l1, rmse, max_abs
+//                     and the quantiles nerr_p50, nerr_p90, nerr_p99, nerr_p999 of the per-element
+//                     |error| over the RMS of the head's float64 output, for every head (heads of the
+//                     SmolLM2 sample are labelled L<layer>H<head>)
+//   summary.csv       mean and worst over the heads (and layers) of each variant and dataset
+//   distribution.csv  the histogram of those normalized per-element errors of each variant and
+//                     dataset (all heads; log10 bins of numerics/error_distribution.hpp)
+//   table.md          the summary as tables, the papers' numbers beside ours where given
+//   provenance.json   git SHA, command, inputs, pipelines (every stage), seeds, machine
+//
+// An experiment: parse its options with add_common_options, load_datasets, then for each
+// variant and dataset run(...) and results.add(...), and results.write().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "emulation/attention/pipeline.hpp"
+#include "experiments/common/results.hpp"
+#include "numerics/attention_reference.hpp"
+#include "numerics/error_distribution.hpp"
+#include "numerics/metrics.hpp"
+#include "numerics/synthetic.hpp"
+
+namespace lowbit::experiments {
+
+// ---- datasets ---------------------------------------------------------------------------------
+
+// Attention inputs with a name (metrics.csv's dataset) and a label per Q head. Layers of a model
+// are stacked as heads (the labels say which); K and V carry one head per Q head (GQA expanded),
+// so a subset of heads needs no bookkeeping.
+struct Dataset {
+  std::string name;
+  std::string description;  // for table.md: where the tensors come from, shape, causal
+  Tensor4 q, k, v;          // batch 1
+  bool causal = false;
+  std::vector<std::string> head_labels;
+  std::vector<std::string> inputs;  // files read
+  nlohmann::json spec;              // how it was made (generator spec, files, layers, heads)
+
+  int head_dim() const { return q.dim; }
+};
+
+// The default sizes of the named datasets in one experiment.
+struct DatasetSizes {
+  int synthetic_heads = 8, synthetic_tokens = 1024, synthetic_dim = 128;
+  int llm_heads = 9;                          // synthetic-smollm2 (1024 tokens, d = 64, causal)
+  std::vector<int> real_layers{0, 10, 20, 29};
+  std::vector<int> real_heads{0, 1, 2, 3, 4, 5, 6, 7, 8};  // Q heads of each layer
+  int real_tokens = 1024;
+};
+
+// Datasets by name:
+//   synthetic          the generator's default preset (numerics/synthetic.hpp), not causal
+//   synthetic-smollm2  the preset matched to SmolLM2-135M's statistics, causal
+//   smollm2            the committed capture (experiments/data/smollm2-135m), causal
+// and the user's --q --k --v files (named by --dataset-name, default the Q file's name).
+std::vector<std::string> dataset_names();
+Dataset synthetic_dataset(const std::string& name, const std::string& preset, int heads, int tokens, int dim,
+                          std::uint64_t seed, bool causal);
+Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::vector<int>& heads, int tokens);
+Dataset file_dataset(const std::string& name, const std::string& q, const std::string& k, const std::string& v,
+                     bool causal);
+// Queries [first, first + count) against keys [0, keys) (keys 0: all), not causal.
+Dataset slice(const Dataset& d, int first_query, int queries, int keys);
+
+// ---- options ------------------------------------------------------------------------------------
+
+struct CommonOptions {
+  std::string out;                      // default LOWBIT_DEFAULT_RESULTS_DIR/NAME
+  std::vector<std::string> datasets;    // names from dataset_names()
+  std::string q, k, v, dataset_name;    // the user's tensors
+  bool causal = false;
+  int heads = 0, tokens = 0;            // synthetic sizes (0: the experiment's)
+  std::uint64_t seed = 1;
+  unsigned threads = 0;
+  std::string data_dir;                 // the SmolLM2 sample
+  DatasetSizes sizes;
+};
+
+// Registers --out, --datasets, --q/--k/--v, --causal, --dataset-name, --heads, --tokens, --seed,
+// --threads, --data-dir on `app`.
+void add_common_options(CLI::App& app, CommonOptions& options, const std::string& experiment);
+// The datasets the options name (the user's tensors alone when --q is given). Throws naming the
+// file or the name that is wrong.
+std::vector<Dataset> load_datasets(const CommonOptions& options);
+
+// ---- runs ---------------------------------------------------------------------------------------
+
+// A named pipeline: a preset and --set assignments, built for each dataset's head dimension.
+struct Variant {
+  std::string name;
+  std::string preset;
+  std::vector<std::string> sets;
+};
+// Throws std::invalid_argument naming the variant and the stage when it cannot be built or run.
+attention::Pipeline build(const Variant& variant, int head_dim, int value_dim);
+
+struct HeadError {
+  std::string label;
+  ErrorMetrics metrics;
+  ErrorQuantiles quantiles;
+};
+struct Evaluation {
+  std::vector<HeadError> heads;
+  ErrorHistogram histogram;
+  attention::ForwardResult forward;  // with the quantized operands when asked for
+};
+
+// The float64 reference of each dataset, computed once.
+class References {
+ public:
+  explicit References(unsigned threads) : threads_(threads) {}
+  const ReferenceAttention& of(const Dataset& d);
+
+ private:
+  unsigned threads_;
+  std::map<std::string, ReferenceAttention> cache_;
+};
+
+// The pipeline's rounded output on every head against the reference.
+Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
+                    unsigned threads, bool keep_operands = false);
+// Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]).
+Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
+                         const std::vector<std::string>& labels);
+
+// "[name] message", with the process CPU time so far, on stderr.
+class Progress {
+ public:
+  Progress(std::string experiment, int steps) : experiment_(std::move(experiment)), steps_(steps) {}
+  void step(const std::string& what);
+  double cpu_seconds() const;
+
+ private:
+  std::string experiment_;
+  int steps_, done_ = 0;
+};
+
+// ---- results ------------------------------------------------------------------------------------
+
+class ExperimentResults;
+
+// Every variant on every dataset, in that order, into `results` (pipelines and datasets recorded),
+// with progress; `each` (optional) sees every evaluation. keep_operands: keep the quantized
+// operands in Evaluation::forward.
+void run_variants(const std::string& experiment, const std::vector<Variant>& variants,
+                  const std::vector<Dataset>& datasets, ExperimentResults& results, unsigned threads,
+                  bool keep_operands = false,
+                  const std::function<void(const Variant&, const Dataset&, const Evaluation&)>& each = {});
+
+// An experiment's program: options (the common ones with these defaults, then the experiment's
+// own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11).
+int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
+                    const std::vector<std::string>& default_datasets, const DatasetSizes& sizes,
+                    const std::function<void(CLI::App&)>& own_options,
+                    const std::function<void(const CommonOptions&)>& body);
+
+// The papers' numbers for a variant (NaN: not given).
+struct PaperNumbers {
+  std::string source;  // "SageAttention2 Tables 3/15"
+  double cosine_mean, rel_l1_mean, rmse_mean, cosine_worst, rel_l1_worst, rmse_worst;
+};
+
+struct Summary {
+  double cosine_mean = 0, cosine_worst = 2, rel_l1_mean = 0, rel_l1_worst = 0, rmse_mean = 0, rmse_worst = 0,
+         max_abs_worst = 0, p99_mean = 0;
+  int heads = 0;
+};
+
+class ExperimentResults {
+ public:
+  ExperimentResults(std::string experiment, const CommonOptions& options, int argc, char** argv);
+
+  void add(const std::string& variant, const Dataset& d, const Evaluation& e);
+  void add_metric(const std::string& variant, const std::string& dataset, const std::string& head,
+                  const std::string& metric, double value);
+  void paper(const std::string& variant, const PaperNumbers& numbers) { papers_[variant] = numbers; }
+  void note(const std::string& markdown) { notes_ += markdown; }  // table.md text after the tables
+  void intro(const std::string& markdown) { intro_ = markdown; }  // table.md text before them
+  // Only these variants in table.md's tables (metrics.csv and summary.csv keep every one).
+  void table_variants(std::vector<std::string> variants) { table_variants_ = std::move(variants); }
+  void record_pipeline(const std::string& variant, const attention::Pipeline& p);
+  void record_dataset(const Dataset& d);
+  const Summary& summary(const std::string& variant, const std::string& dataset) const;
+
+  ResultDirectory& directory() { return out_; }
+  // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json; prints the
+  // tables to stdout. `extra_tables` (markdown) go before the notes.
+  void write(const std::string& title, const std::string& extra_tables = "");
+
+ private:
+  struct Row {
+    std::string variant, dataset, head, metric;
+    double value;
+  };
+  std::string experiment_;
+  ResultDirectory out_;
+  std::vector<Row> rows_;
+  std::vector<std::string> variants_, datasets_;
+  std::map<std::pair<std::string, std::string>, Summary> summaries_;
+  std::map<std::pair<std::string, std::string>, ErrorHistogram> histograms_;
+  std::map<std::string, PaperNumbers> papers_;
+  std::map<std::string, std::string> descriptions_;
+  std::string notes_, intro_;
+  std::vector<std::string> table_variants_;
+};
+
+std::string percent(double cosine, int decimals = 2);
+
+}  // namespace lowbit::experiments
