@@ -3,7 +3,6 @@
 // named with its file and problem, exit status 1.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -17,26 +16,17 @@
 #include <nlohmann/json.hpp>
 
 #include "numerics/npy.hpp"
+#include "tests/cli_run.hpp"
 #include "numerics/safetensors.hpp"
 
 using namespace lowbit;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Run = lowbit::testing::CliRun;
 
 Run run(const std::string& arguments) {
-  Run r;
-  FILE* pipe = popen((std::string(LOWBIT_CLI) + " attention " + arguments + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return lowbit::testing::run_command(std::string(LOWBIT_CLI) + " attention " + arguments);
 }
 
 struct Files {

@@ -3,7 +3,6 @@
 // The GPU run itself is the ctest gpu:lowbit-attention-check (exit 77 where there is no GPU).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -12,23 +11,14 @@
 #include <unistd.h>
 
 #include "numerics/npy.hpp"
+#include "tests/cli_run.hpp"
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;
-};
+using Run = lowbit::testing::CliRun;
 
 Run run(const std::string& arguments) {
-  Run r;
-  FILE* pipe = popen((std::string(LOWBIT_CLI) + " attention " + arguments + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return lowbit::testing::run_command(std::string(LOWBIT_CLI) + " attention " + arguments);
 }
 
 const std::string kData = std::string(LOWBIT_SOURCE_DIR) + "/tests/data/attention/";

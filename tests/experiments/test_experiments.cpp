@@ -7,7 +7,6 @@
 // non-zero with a message naming the problem.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -23,25 +22,17 @@
 #include <nlohmann/json.hpp>
 
 #include "numerics/npy.hpp"
+#include "tests/cli_run.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
+using Run = lowbit::testing::CliRun;
+using lowbit::testing::csv_fields;
 
 Run run_cli(const std::string& arguments) {
-  Run r;
-  FILE* pipe = popen((std::string(LOWBIT_CLI) + " " + arguments + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
+  return lowbit::testing::run_command(std::string(LOWBIT_CLI) + " " + arguments);
 }
 
 fs::path fresh(const std::string& name) {
@@ -49,28 +40,6 @@ fs::path fresh(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
-}
-
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
-      else if (c == '"') quoted = false;
-      else field += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(field), field.clear();
-    } else {
-      field += c;
-    }
-  }
-  out.push_back(field);
-  return out;
 }
 
 // A CSV file written through experiments/common: '#' provenance lines, a header, rows.

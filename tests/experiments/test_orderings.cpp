@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experiments/run/registry.hpp"
+#include "tests/cli_run.hpp"
 
 namespace fs = std::filesystem;
 using namespace lowbit::experiments;
@@ -23,27 +24,7 @@ struct Row {
 };
 using Summary = std::map<std::pair<std::string, std::string>, Row>;  // (variant, dataset)
 
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out;
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') field += '"', ++i;
-      else if (c == '"') quoted = false;
-      else field += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(field), field.clear();
-    } else {
-      field += c;
-    }
-  }
-  out.push_back(field);
-  return out;
-}
+using lowbit::testing::csv_fields;
 
 Summary read_summary(const fs::path& file) {
   std::ifstream in(file);
