@@ -48,8 +48,18 @@ def options_of(config, heads):
             continue
         options += [flag(name), ",".join(value) if isinstance(value, list) else str(value)]
     for name, value in config["synthetic"].items():
-        options += [flag(name), str(heads) if name == "heads" else json.dumps(value)]
+        options += synthetic_option(name, str(heads) if name == "heads" else value)
     return options
+
+
+def synthetic_option(name, value):
+    """The options that set one recorded field of the synthetic generator: a flag for a true
+    boolean, none for false or null (the generator's default: unset), else the flag and value."""
+    if isinstance(value, bool):
+        return [flag(name)] if value else []
+    if value is None:
+        return []
+    return [flag(name), value if isinstance(value, str) else json.dumps(value)]
 
 
 def without_heads(config):
