@@ -3,7 +3,6 @@
 // LOWBIT_CHANNEL_STATS).
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,26 +14,15 @@
 
 #include "numerics/npy.hpp"
 #include "tensors.hpp"
+#include "tests/cli_run.hpp"
 
 using namespace lowbit;
 
 namespace {
 
-struct Run {
-  int status = -1;  // the exit status; 128 + signal when killed
-  std::string output;  // stdout and stderr
-};
+using Run = testing::CliRun;
 
-Run run(const std::string& command) {
-  Run r;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return r;
-}
+Run run(const std::string& command) { return testing::run_command(command); }
 
 // A fresh folder for one test's files.
 std::filesystem::path scratch(const std::string& name) {
