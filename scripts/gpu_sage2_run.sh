@@ -5,7 +5,10 @@
 # builds them (CMake, sm_90a) when they do not run. Everything lands in $OUT/sage2-results.tar.gz
 # (the tool brings back few files); the short tables go to stdout.
 #   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps;
-#   quick (a smoke test) failing or hanging stops the run.
+#   quick (a smoke test) failing or hanging stops the run. quickbench (not in the default): the
+#   kernels alone at d = 128 and 64, N = 8K and 16K, both exp2 units, no SDPA.
+#   EXP2=poly5|sm90-ex2 (default poly5): the exp2 of the kernels the checks, the CLI step and Nsight
+#   Compute run (preset sage2-8b or sage2-8b-ex2); bench measures both.
 set -uo pipefail
 #   DEADLINE=seconds (default 540): a step that would start later than this is skipped, so the
 #   archive is written before the tool's 10-minute limit.
@@ -14,6 +17,8 @@ R=${WORK:-/tmp}/sage2
 mkdir -p "$R" "$OUT"
 steps=${STEPS:-"quick exp2 check sanitize accuracy sass bench checkbench cli ncu"}
 deadline=${DEADLINE:-540}
+exp2=${EXP2:-poly5}
+preset=sage2-8b; [[ $exp2 == sm90-ex2 ]] && preset=sage2-8b-ex2
 want() {
   [[ " $steps " == *" $1 "* ]] || return 1
   if (( SECONDS > deadline )); then log "skipped $1: past the deadline"; return 1; fi
@@ -37,7 +42,7 @@ export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || echo unknow
 
 if want quick; then
   log "check_sage2_gpu --configs quick (smoke test)"
-  if ! timeout 90 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick --out "$R/check-quick" 2>&1 | tee "$R/check-quick.log"; then
+  if ! timeout 90 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick --exp2 $exp2 --out "$R/check-quick" 2>&1 | tee "$R/check-quick.log"; then
     log "the smoke test failed: stopping"
     exit 1
   fi
@@ -50,15 +55,15 @@ if want exp2; then
 fi
 if want check; then
   log "check_sage2_gpu --configs full"
-  real=(); [[ -d real-data/smollm2-135m ]] && real=(--real real-data/smollm2-135m)  # captured activations, if carried
-  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full "${real[@]}" --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
+  real=(); [[ -d experiments/data/smollm2-135m ]] && real=(--real experiments/data/smollm2-135m)  # captured activations (SmolLM2)
+  timeout 270 "$B/tests/attention_gpu/check_sage2_gpu" --configs full "${real[@]}" --exp2 $exp2 --out "$R/check-full" 2>&1 | tee "$R/check-full.log"
   archive
 fi
 if want sanitize; then
   for tool in memcheck racecheck; do
     log "compute-sanitizer $tool"
     timeout 120 compute-sanitizer --tool $tool --print-limit 20 "$B/tests/attention_gpu/check_sage2_gpu" --configs quick \
-      --only n200 --out "$R/sanitize-$tool" > "$R/sanitizer-$tool.log" 2>&1
+      --only n200 --exp2 $exp2 --out "$R/sanitize-$tool" > "$R/sanitizer-$tool.log" 2>&1
     echo "exit $?" >> "$R/sanitizer-$tool.log"
     tail -3 "$R/sanitizer-$tool.log"
   done
@@ -88,6 +93,12 @@ PY
   gzip -f "$R/sass.txt"
   archive
 fi
+if want quickbench; then
+  log "bench_attention, kernels alone"
+  timeout 120 "$B/experiments/bench_attention" --dims 128,64 --tokens 8192,16384 --causal no,yes --exp2 poly5,sm90-ex2 \
+    --json "$R/quickbench.json" 2>&1 | tee "$R/quickbench.log"
+  archive
+fi
 if want bench; then
   log "bench_attention with SDPA"
   timeout 240 python3 experiments/bench/bench_attention.py --binary "$B/experiments/bench_attention" --out "$R/bench" 2>&1 | tee "$R/bench.log"
@@ -95,17 +106,17 @@ if want bench; then
 fi
 if want checkbench; then
   log "check_sage2_gpu --configs bench"
-  timeout 240 "$B/tests/attention_gpu/check_sage2_gpu" --configs bench --out "$R/check-bench" 2>&1 | tee "$R/check-bench.log"
+  timeout 240 "$B/tests/attention_gpu/check_sage2_gpu" --configs bench --exp2 $exp2 --out "$R/check-bench" 2>&1 | tee "$R/check-bench.log"
   archive
 fi
 if want cli; then
   log "lowbit attention --device gpu --check"
   data=tests/data/attention
-  timeout 60 "$B/experiments/lowbit" attention --preset sage2-8b --q $data/q_fp16.npy --k $data/k_fp16.npy \
+  timeout 60 "$B/experiments/lowbit" attention --preset $preset --q $data/q_fp16.npy --k $data/k_fp16.npy \
     --v $data/v_fp16.npy --causal --device gpu --check --metrics-json "$R/cli-check.json" 2>&1 | tee "$R/cli-check.log"
-  if [[ -d real-data/smollm2-135m ]]; then
-    real=real-data/smollm2-135m
-    timeout 120 "$B/experiments/lowbit" attention --preset sage2-8b --q $real/layer10_q.npy --k $real/layer10_k.npy \
+  if [[ -d experiments/data/smollm2-135m ]]; then
+    real=experiments/data/smollm2-135m
+    timeout 120 "$B/experiments/lowbit" attention --preset $preset --q $real/layer10_q.npy --k $real/layer10_k.npy \
       --v $real/layer10_v.npy --causal --device gpu --check --metrics-json "$R/cli-check-layer10.json" 2>&1 | tee -a "$R/cli-check.log"
   fi
   archive
@@ -115,7 +126,7 @@ if want ncu; then
   timeout 150 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
     --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
-    "$B/experiments/bench_attention" --tokens 8192 --dims 128 --causal no --warmup 0 --repeats 1 > "$R/ncu.txt" 2>&1
+    "$B/experiments/bench_attention" --tokens 8192 --dims 128 --causal no --exp2 $exp2 --warmup 0 --repeats 1 > "$R/ncu.txt" 2>&1
   grep -E "sage2_attention_kernel|Duration|Registers Per|Dynamic Shared|Theoretical Occupancy|Achieved Occupancy|pipe_|SM Busy|Compute \(SM\)|Memory Throughput|Issue Slots|Stall|Warp Cycles Per Issued" "$R/ncu.txt" | head -40
 fi
 log "done"

@@ -31,17 +31,19 @@
 // The scores arrive in log2 units: the softmax scale log2(e)/sqrt(d) is folded into Q's scale
 // once (fold_softmax_scale), so exp(q.k/sqrt(d) - max) = exp2(s - m).
 //
-// exp2 and log2 are polynomials in fixed fp32 operations (data: Exp2Poly, Log2Poly), not the
-// GPU's MUFU.EX2 (ex2.approx, undocumented and not correctly rounded): degree 5 is correctly
-// rounded on 95.08% of the 1,123,680,257 floats in [-125, 0] and within 2 ulp on all of them
-// (degree 6: 99.42%, within 1 ulp); MUFU.EX2 on an H200 gives 89.18%, within 2 ulp (see
-// ../shared/notes). tests/attention checks these figures.
+// exp2 (steps 4 and 5) runs on one of two units (data: Exp2): a polynomial in fixed fp32
+// operations (Exp2Poly; degree 5 is correctly rounded on 95.08% of the 1,123,680,257 floats in
+// [-125, 0] and within 2 ulp on all of them, degree 6: 99.42%, within 1 ulp; tests/attention checks
+// these figures), or sm_90's MUFU.EX2 itself (ex2.approx.ftz.f32: one instruction on the GPU,
+// emulation/sfu/ex2.hpp's measured model on the host; 89.18% correctly rounded, within 2 ulp).
+// log2 is always the polynomial (Log2Poly).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
 #include "emulation/format.hpp"  // LOWBIT_HD
+#include "emulation/sfu/ex2.hpp"
 
 #if defined(__CUDA_ARCH__)
 #include <cuda_fp8.h>
@@ -132,6 +134,21 @@ LOWBIT_HD inline float poly_exp2(float x, const Exp2Poly& poly = exp2_degree5())
   return x <= kExp2Highest ? below : above;
 }
 
+// Which unit evaluates exp2 in the softmax (steps 4 and 5): the polynomial, or sm_90's MUFU.EX2
+// (no range selects needed: it gives +0 below -126 and for -inf by itself).
+enum class Exp2Unit : std::uint8_t { polynomial, sm90_ex2 };
+struct Exp2 {
+  Exp2Unit unit = Exp2Unit::polynomial;
+  Exp2Poly poly = exp2_degree5();  // the polynomial's coefficients (unit polynomial)
+};
+LOWBIT_HD constexpr Exp2 exp2_polynomial(const Exp2Poly& poly = exp2_degree5()) { return {Exp2Unit::polynomial, poly}; }
+LOWBIT_HD constexpr Exp2 exp2_sm90_ex2() { return {Exp2Unit::sm90_ex2, exp2_degree5()}; }
+
+// exp2 of x <= kExp2Highest (-inf included) on the chosen unit.
+LOWBIT_HD inline float exp2_up_to_highest(float x, const Exp2& exp2) {
+  return exp2.unit == Exp2Unit::sm90_ex2 ? sfu::sm90_ex2(x) : poly_exp2_up_to_highest(x, exp2.poly);
+}
+
 // ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------
 // l = 2^e m with m in [sqrt(1/2), sqrt(2)); log2(m) = s q(s^2), s = (m - 1) / (m + 1), q of degree 3.
 struct Log2Poly {
@@ -189,14 +206,14 @@ LOWBIT_HD inline float usable_max(float m) { return m == kNegativeInfinity ? 0.0
 // The offset subtracted from every score of the row: m_use = usable_max(m) - p_log2_scale.
 LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(usable_max(m), p_log2_scale); }
 
-// (score - offset <= p_log2_scale: the polynomial without poly_exp2's upper-range selects.)
-LOWBIT_HD inline float probability(float score, float offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2_up_to_highest(sub_rn(score, offset), poly);
+// (score - offset <= p_log2_scale: exp2 without poly_exp2's upper-range selects.)
+LOWBIT_HD inline float probability(float score, float offset, const Exp2& exp2 = {}) {
+  return exp2_up_to_highest(sub_rn(score, offset), exp2);
 }
 // alpha: the factor that rescales l and o when the row offset moves from old to new
 // (exp2(-inf) = 0 on the first block: old_offset is -inf there).
-LOWBIT_HD inline float rescale(float old_offset, float new_offset, const Exp2Poly& poly = exp2_degree5()) {
-  return poly_exp2_up_to_highest(sub_rn(old_offset, new_offset), poly);
+LOWBIT_HD inline float rescale(float old_offset, float new_offset, const Exp2& exp2 = {}) {
+  return exp2_up_to_highest(sub_rn(old_offset, new_offset), exp2);
 }
 
 // The sum of n values (n a power of two) as a balanced tree over their order: adjacent pairs

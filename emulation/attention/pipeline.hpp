@@ -153,17 +153,17 @@ struct AccumulationStage {
 float exp2_exact(float x);
 float log2_exact(float x);
 
-// exp2 and log2 of the softmax: the contract's polynomials (what the kernels run), or correctly
-// rounded (MUFU.EX2 is not modeled: hopper-numerics-facts.md).
+// exp2 and log2 of the softmax: correctly rounded, or the contract's (steps::Exp2: the polynomial
+// or sm_90's MUFU.EX2 bit for bit; log2 the polynomial), which the kernels run.
 struct ExponentialStage {
   bool exact = false;
-  steps::Exp2Poly poly = steps::exp2_degree5();
+  steps::Exp2 exp2;
 
   float probability(float score, float offset) const {
-    return exact ? exp2_exact(steps::sub_rn(score, offset)) : steps::probability(score, offset, poly);
+    return exact ? exp2_exact(steps::sub_rn(score, offset)) : steps::probability(score, offset, exp2);
   }
   float rescale(float old_offset, float new_offset) const {
-    return exact ? exp2_exact(steps::sub_rn(old_offset, new_offset)) : steps::rescale(old_offset, new_offset, poly);
+    return exact ? exp2_exact(steps::sub_rn(old_offset, new_offset)) : steps::rescale(old_offset, new_offset, exp2);
   }
   // bias: steps::smoothing_bias with K smoothed, else 0.
   float log_sum_exp(float offset, float l, float bias) const {

@@ -78,15 +78,17 @@ Pipeline sage1() {
 }
 
 // SageAttention2-8b on Hopper: every tiling, grouping, mean and exponential value is the recipe's.
-Pipeline sage2_8b(int head_dim) {
-  const Sage2HopperRecipe r = sage2_8b_hopper(head_dim);
+Pipeline sage2_8b(int head_dim, steps::Exp2Unit exp2) {
+  const Sage2HopperRecipe r = sage2_8b_hopper(head_dim, exp2);
   Pipeline p;
-  p.name = "sage2-8b";
+  p.name = exp2 == steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
   p.follows =
       "SageAttention2-8b (Zhang et al., ICML 2025) as the Hopper kernel of kernels/ runs it (sage2_hopper.hpp): K "
       "smoothed by its chunked mean, per-thread INT8 Q and K with the wgmma s8 groups, E4M3 P at 448 folded into the "
       "exponent, per-channel E4M3 V, wgmma e4m3 (FP22) chained over each KV block from +0 and flushed into the fp32 o "
-      "with one fma, the contract's polynomial exp2";
+      "with one fma; exp2: " +
+      std::string(exp2 == steps::Exp2Unit::sm90_ex2 ? "MUFU.EX2 of sm_90 bit for bit (emulation/sfu/ex2.hpp), as SageAttention2's kernel"
+                                                    : "the contract's polynomial");
   p.arch = "sm_90";
   p.tiling = {r.block_q, r.block_kv, r.consumer_warps, r.kv_order};
   p.smoothing.k = true;
@@ -211,6 +213,7 @@ const std::vector<PresetInfo>& preset_list() {
       {"fa2-bf16", "FlashAttention-2, bf16, mma.sync (Hopper)"},
       {"sage1", "SageAttention: INT8 per-block QK, smooth K, fp16 P V with fp16 accumulator (Ada)"},
       {"sage2-8b", "SageAttention2-8b on Hopper: the kernel's recipe (sage2_hopper.hpp)"},
+      {"sage2-8b-ex2", "sage2-8b with MUFU.EX2 as its exp2 (emulated bit for bit), as SageAttention2's kernel"},
       {"sage2-4b", "SageAttention2-4b on Ada: per-thread INT4 QK, smooth Q+K, FP8 P V (FP22)"},
       {"sage2pp", "SageAttention2++: FP8 P V with fp16 accumulators, narrowed P and V"},
       {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},
@@ -226,7 +229,8 @@ Pipeline preset(std::string_view name, int head_dim) {
   if (name == "fa2-fp16") return fa2(false);
   if (name == "fa2-bf16") return fa2(true);
   if (name == "sage1") return sage1();
-  if (name == "sage2-8b") return sage2_8b(head_dim);
+  if (name == "sage2-8b") return sage2_8b(head_dim, steps::Exp2Unit::polynomial);
+  if (name == "sage2-8b-ex2") return sage2_8b(head_dim, steps::Exp2Unit::sm90_ex2);
   if (name == "sage2-4b") return sage2_4b();
   if (name == "sage2pp") return sage2pp();
   if (name == "sage3") return sage3();

@@ -37,7 +37,7 @@ struct Sage2HopperRecipe {
                              // warpgroup loads K and V for both)
   KvOrder kv_order = KvOrder::ascending;
   int key_mean_chunk = 128;  // tokens per double partial sum of the K mean
-  steps::Exp2Poly exp2 = steps::exp2_degree5();  // the exponential the kernel runs
+  steps::Exp2 exp2;          // the exponential the kernel runs: the polynomial, or MUFU.EX2 (sage2-8b-ex2)
   float p_log2_scale = steps::kLog2Of448;
 
   // The tiling the per-thread INT8 groups of Q and K are derived from.
@@ -52,7 +52,8 @@ struct Sage2HopperRecipe {
     if (auto why = qk_tiling().validate()) return "thread tiling: " + *why;
     if (block_kv % 32 != 0) return "block_kv=" + std::to_string(block_kv) + ": P·V runs k32 steps";
     if (key_mean_chunk < 1) return "key_mean_chunk=" + std::to_string(key_mean_chunk) + " must be >= 1";
-    if (exp2.degree < 1 || exp2.degree > 7) return "exp2 degree " + std::to_string(exp2.degree) + " outside 1..7";
+    if (exp2.unit == steps::Exp2Unit::polynomial && (exp2.poly.degree < 1 || exp2.poly.degree > steps::kMaxExp2Degree))
+      return "exp2 degree " + std::to_string(exp2.poly.degree) + " outside 1.." + std::to_string(steps::kMaxExp2Degree);
     return std::nullopt;
   }
 };
@@ -87,10 +88,12 @@ LOWBIT_HD inline float key_mean(double total, int tokens) {
 }
 LOWBIT_HD inline float smooth_key(float k, float mean) { return steps::sub_rn(k, mean); }
 
-// The recipe the kernel is built with for a head dimension (64 or 128).
-LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim) {
+// The recipe the kernel is built with for a head dimension (64 or 128) and an exp2 unit
+// (sage2-8b: the polynomial; sage2-8b-ex2: MUFU.EX2, as SageAttention2's own kernel).
+LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim, steps::Exp2Unit exp2 = steps::Exp2Unit::polynomial) {
   Sage2HopperRecipe r;
   r.head_dim = head_dim;
+  if (exp2 == steps::Exp2Unit::sm90_ex2) r.exp2 = steps::exp2_sm90_ex2();
   return r;
 }
 

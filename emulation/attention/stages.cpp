@@ -214,7 +214,8 @@ float log2_exact(float x) {
 
 std::string ExponentialStage::name() const {
   if (exact) return "exact";
-  return "poly" + std::to_string(poly.degree);
+  if (exp2.unit == steps::Exp2Unit::sm90_ex2) return "sm90-ex2";
+  return "poly" + std::to_string(exp2.poly.degree);
 }
 
 // ---- validation -----------------------------------------------------------------------------------
@@ -488,7 +489,7 @@ const std::vector<StageInfo>& stage_list() {
        "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448, int8:127; microscale: NVFP4 "
        "blocks, mx: MX blocks)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
-      {"exp2", "exact|poly5|poly6", "the softmax's exp2/log2: correctly rounded, or the contract's polynomials"},
+      {"exp2", "exact|poly5|poly6|sm90-ex2", "the softmax's exp2/log2: correctly rounded, the contract's polynomials, or MUFU.EX2 of sm_90 (bit for bit) with the polynomial log2"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
   };
   return list;
@@ -579,10 +580,11 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
       return error("not two-level[:F] or in-place");
     }
   } else if (key == "exp2") {
-    if (value == "exact") pl.exponential = {true, steps::exp2_degree5()};
-    else if (value == "poly5") pl.exponential = {false, steps::exp2_degree5()};
-    else if (value == "poly6") pl.exponential = {false, steps::exp2_degree6()};
-    else return error("not exact, poly5 or poly6");
+    if (value == "exact") pl.exponential = {true, steps::exp2_polynomial()};
+    else if (value == "poly5") pl.exponential = {false, steps::exp2_polynomial(steps::exp2_degree5())};
+    else if (value == "poly6") pl.exponential = {false, steps::exp2_polynomial(steps::exp2_degree6())};
+    else if (value == "sm90-ex2") pl.exponential = {false, steps::exp2_sm90_ex2()};
+    else return error("not exact, poly5, poly6 or sm90-ex2");
   } else if (key == "output") {
     const ParsedFormat f = parse_format(value);
     if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))

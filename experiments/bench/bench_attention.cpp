@@ -3,6 +3,7 @@
 // configuration; check_sage2_gpu --configs bench checks these exact inputs bit for bit), then
 //   lowbit      sage2_attention_quantized on inputs quantized once (the kernel alone)
 //   lowbit_e2e  sage2_attention from fp16 (statistics, quantization, attention)
+// for each exp2 unit of --exp2 (lowbit_ex2, lowbit_ex2_e2e: the kernels with MUFU.EX2, sage2-8b-ex2)
 // each timed with CUDA events around every run, median of --repeats runs after --warmup runs.
 // TOPS = 4 B H N^2 d / time, halved for causal. Prints a table; --json writes one object per
 // measurement (bench_attention.py adds PyTorch SDPA, measured in the same run, and the CSV).
@@ -64,13 +65,19 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_attention: sage2-8b kernel speed on the GPU (kernel alone and end to end from fp16)"};
   int batch = 4, heads = 32, warmup = 3, repeats = 20;
   std::vector<int> tokens{1024, 2048, 4096, 8192, 16384, 32768}, dims{64, 128};
-  std::vector<std::string> causal_modes{"no", "yes"};
+  std::vector<std::string> causal_modes{"no", "yes"}, exp2_units{"poly5", "sm90-ex2"};
   std::string json;
   app.add_option("--batch", batch, "Batch size")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--heads", heads, "Heads (Q and KV)")->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--tokens", tokens, "Sequence lengths")->check(CLI::Range(1, 1 << 20))->delimiter(',');
   app.add_option("--dims", dims, "Head dimensions (64, 128)")->delimiter(',');
   app.add_option("--causal", causal_modes, "no, yes or both")->delimiter(',')->check(CLI::IsMember({"no", "yes"}));
+  app.add_option("--exp2", exp2_units,
+                 "The kernels' exp2: poly5 (preset sage2-8b; rows lowbit, lowbit_e2e), sm90-ex2 (MUFU.EX2, preset "
+                 "sage2-8b-ex2; rows lowbit_ex2, lowbit_ex2_e2e)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"poly5", "sm90-ex2"}))
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed runs first")->check(CLI::Range(0, 100))->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs (the median is reported)")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--json", json, "Write the measurements as JSON to this file");
@@ -82,12 +89,15 @@ int main(int argc, char** argv) {
   }
   try {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    fmt::print("{:<12} {:>4} {:>6} {:>7} {:>10} {:>8} {:>10} {:>8}\n", "gpu", "d", "causal", "n", "kernel ms", "TOPS",
-               "e2e ms", "TOPS");
+    fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10} {:>8} {:>10} {:>8}\n", "gpu", "exp2", "d", "causal", "n", "kernel ms",
+               "TOPS", "e2e ms", "TOPS");
     for (int d : dims)
       for (const auto& mode : causal_modes)
-        for (int n : tokens) {
+        for (int n : tokens)
+          for (const auto& unit : exp2_units) {
           Sage2Problem p;
+          const bool ex2 = unit == "sm90-ex2";
+          p.exp2 = ex2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2 : lowbit::attention::steps::Exp2Unit::polynomial;
           p.batch = batch;
           p.heads_q = p.heads_kv = heads;
           p.tokens = n;
@@ -110,10 +120,11 @@ int main(int argc, char** argv) {
           check_cuda(cudaDeviceSynchronize(), "bench_attention");
           const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (p.causal ? 2 : 1);
           const double kernel_tops = ops / (kernel_ms * 1e-3) / 1e12, e2e_tops = ops / (e2e_ms * 1e-3) / 1e12;
-          fmt::print("{:<12} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f}\n", gpu->name.substr(0, 12), d, mode,
-                     n, kernel_ms, kernel_tops, e2e_ms, e2e_tops);
+          fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f}\n", gpu->name.substr(0, 12), unit,
+                     d, mode, n, kernel_ms, kernel_tops, e2e_ms, e2e_tops);
           std::fflush(stdout);
-          for (const auto& [kernel, ms, tops] : {std::tuple{"lowbit", kernel_ms, kernel_tops}, std::tuple{"lowbit_e2e", e2e_ms, e2e_tops}})
+          for (const auto& [kernel, ms, tops] : {std::tuple{ex2 ? "lowbit_ex2" : "lowbit", kernel_ms, kernel_tops},
+                                                 std::tuple{ex2 ? "lowbit_ex2_e2e" : "lowbit_e2e", e2e_ms, e2e_tops}})
             rows.push_back({{"kernel", kernel}, {"d", d}, {"causal", p.causal}, {"n", n}, {"batch", batch}, {"heads", heads},
                             {"ms", ms}, {"tops", tops}, {"seed", seed}});
         }

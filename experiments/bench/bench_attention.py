@@ -2,7 +2,7 @@
 """bench_attention on the GPU, with PyTorch SDPA measured in the same run.
 
 Runs the bench_attention binary (lowbit: the kernel on pre-quantized inputs; lowbit_e2e: from fp16,
-quantization included), then times PyTorch SDPA with the flash backend (sdpa_flash,
+quantization included; lowbit_ex2, lowbit_ex2_e2e: the same with MUFU.EX2 as the exp2), then times PyTorch SDPA with the flash backend (sdpa_flash,
 FlashAttention-2) and the cuDNN backend (sdpa_cudnn) on fp16 inputs of the same shapes: batch 4,
 32 heads, N = 1K .. 32K, d = 64 and 128, causal and not. TOPS = 4 B H N^2 d / time, halved for
 causal; median of --repeats timed runs (CUDA events around each) after --warmup runs. Writes
@@ -47,13 +47,14 @@ def main() -> int:
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lowbit_json = out / "lowbit.json"
     subprocess.run([args.binary, "--batch", str(args.batch), "--heads", str(args.heads), "--tokens", args.tokens,
                     "--dims", args.dims, "--causal", "no,yes", "--warmup", str(args.warmup), "--repeats",
-                    str(args.repeats), "--json", str(lowbit_json)], check=True)
+                    str(args.repeats), "--exp2", args.exp2, "--json", str(lowbit_json)], check=True)
     lowbit = json.loads(lowbit_json.read_text())
     gpu = torch.cuda.get_device_name()
     rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in lowbit["measurements"]]
@@ -81,12 +82,14 @@ def main() -> int:
     table = {}
     for kernel, d, causal, n, tops in rows:
         table.setdefault((d, causal, n), {})[kernel] = tops
-    kernels = ["lowbit", "lowbit_e2e", "sdpa_flash", "sdpa_cudnn"]
-    print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>11}" for k in kernels) + f" {'x flash':>8} {'x cudnn':>8}")
+    kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e", "sdpa_flash", "sdpa_cudnn"]
+    print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>14}" for k in kernels)
+          + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11}")
     for (d, causal, n), t in sorted(table.items()):
-        ratio = lambda other: t.get("lowbit", 0) / t[other] if t.get(other) else float("nan")
-        print(f"{d:>4} {int(causal):>6} {n:>6} " + " ".join(f"{t.get(k, float('nan')):>11.1f}" for k in kernels)
-              + f" {ratio('sdpa_flash'):>8.2f} {ratio('sdpa_cudnn'):>8.2f}")
+        ratio = lambda mine, other: t.get(mine, 0) / t[other] if t.get(other) else float("nan")
+        print(f"{d:>4} {int(causal):>6} {n:>6} " + " ".join(f"{t.get(k, float('nan')):>14.1f}" for k in kernels)
+              + f" {ratio('lowbit_ex2', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'sdpa_cudnn'):>11.2f}"
+              + f" {ratio('lowbit_ex2_e2e', 'sdpa_flash'):>11.2f}")
     return 0
 
 

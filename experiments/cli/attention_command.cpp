@@ -97,12 +97,13 @@ AttentionRun run_emulated(const AttentionArgs& a, const TensorFile& q, const Ten
 }
 
 #if defined(LOWBIT_HAVE_KERNELS)
-// The sage2-8b kernel on the GPU; nothing when there is none (the caller exits 77).
+// The sage2-8b kernel (sage2-8b-ex2: with MUFU.EX2) on the GPU; nothing when there is none (the
+// caller exits 77).
 std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q, const TensorFile& k, const TensorFile& v) {
   namespace ka = kernels::attention;
-  if (a.preset != "sage2-8b")
-    throw std::invalid_argument("--device gpu runs the sage2-8b kernel (kernels/attention/); preset " + a.preset +
-                                " has no kernel here");
+  if (a.preset != "sage2-8b" && a.preset != "sage2-8b-ex2")
+    throw std::invalid_argument("--device gpu runs the sage2-8b kernels (kernels/attention/: presets sage2-8b and "
+                                "sage2-8b-ex2); preset " + a.preset + " has no kernel here");
   if (!a.sets.empty()) throw std::invalid_argument("--device gpu: --set changes an emulated stage; the kernel runs its recipe");
   for (const auto& [file, name] : {std::pair{&q, &a.q}, std::pair{&k, &a.k}, std::pair{&v, &a.v}})
     if (file->type != ElementType::f16 && file->type != ElementType::bf16)
@@ -124,6 +125,7 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
   p.head_dim = tq.dim;
   p.causal = a.causal;
   p.dtype = q.type == ElementType::f16 ? ka::DType::fp16 : ka::DType::bf16;
+  p.exp2 = a.preset == "sage2-8b-ex2" ? attention::steps::Exp2Unit::sm90_ex2 : attention::steps::Exp2Unit::polynomial;
   if (auto why = p.validate()) throw std::invalid_argument("--device gpu: " + *why);
   const auto gpu = require_gpu("attention --device gpu");
   if (!gpu) return std::nullopt;
@@ -137,7 +139,7 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
   const auto start = std::chrono::steady_clock::now();
   const ka::Sage2HostResult r = ka::sage2_attention_host(p, cq, ck, cv);
   AttentionRun run{Tensor4(tq.batch, tq.heads, tq.tokens, tq.dim), f,
-                   "the sage2-8b kernel (kernels/attention/, recipe sage2_hopper.hpp) on " + gpu->name,
+                   "the " + a.preset + " kernel (kernels/attention/, recipe sage2_hopper.hpp) on " + gpu->name,
                    {},
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                    "on the GPU, copies included"};
@@ -148,7 +150,7 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
     std::uint64_t outputs = 0, lse = 0;
     for (std::size_t i = 0; i < r.out.size(); ++i) outputs += r.out[i] != e.output_codes[i];
     for (std::size_t i = 0; i < r.lse.size(); ++i) lse += std::bit_cast<std::uint32_t>(r.lse[i]) != std::bit_cast<std::uint32_t>(e.lse[i]);
-    fmt::print("--check against the emulated sage2-8b: {} of {} output codes and {} of {} LSE differ\n", outputs,
+    fmt::print("--check against the emulated {}: {} of {} output codes and {} of {} LSE differ\n", a.preset, outputs,
                r.out.size(), lse, r.lse.size());
     run.extra["check"] = {{"outputs_compared", r.out.size()}, {"mismatches", outputs}, {"lse_compared", r.lse.size()},
                           {"lse_mismatches", lse}};
@@ -238,7 +240,8 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
   cmd->add_option("--metrics-json", args->metrics_json, "write cosine, rel_l1, rmse, max_abs (and the run) as JSON");
   cmd->add_option("--threads", args->threads, "threads (0: every core)")->capture_default_str();
   cmd->add_option("--device", args->device,
-                  "cpu: the emulated pipeline; gpu: the sage2-8b kernel on a Hopper GPU (preset sage2-8b, no --set; "
+                  "cpu: the emulated pipeline; gpu: the sage2-8b kernel on a Hopper GPU (preset sage2-8b, or sage2-8b-ex2 for "
+                  "MUFU.EX2; no --set; "
                   "float16/bfloat16 inputs, d 64 or 128; exits 77 where there is no GPU)")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();

@@ -233,7 +233,7 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   p.padded_kv = problem.padded_kv();
   p.q_groups = problem.q_groups();
   p.k_groups = problem.k_groups();
-  detail::launch_attention(p, problem.dtype, problem.head_dim, problem.causal, stream);
+  detail::launch_attention(p, problem.dtype, problem.head_dim, problem.causal, problem.exp2, stream);
 }
 
 void sage2_attention(const Sage2Problem& problem, const void* q, const void* k, const void* v,

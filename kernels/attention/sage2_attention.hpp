@@ -49,10 +49,12 @@ struct Sage2Problem {
   bool causal = false;  // key j visible to query i when j <= i
   DType dtype = DType::fp16;
   Layout layout = Layout::bhnd;
+  // The softmax's exp2: the contract's polynomial (emulated preset sage2-8b) or MUFU.EX2 (sage2-8b-ex2).
+  lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;
 
   // Why the kernels cannot run this problem (head dim, head counts, sizes), or nothing.
   std::optional<std::string> validate() const;
-  lowbit::attention::Sage2HopperRecipe recipe() const { return lowbit::attention::sage2_8b_hopper(head_dim); }
+  lowbit::attention::Sage2HopperRecipe recipe() const { return lowbit::attention::sage2_8b_hopper(head_dim, exp2); }
 
   int padded_q() const;
   int padded_kv() const;

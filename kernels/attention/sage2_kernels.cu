@@ -234,16 +234,16 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   }
 }
 
-// The exponential steps with the recipe's polynomial as a template parameter object: its
-// coefficients and degree are then constants of the code (a function-local record would live in
-// local memory and be read at run time).
-template <steps::Exp2Poly Poly>
+// The exponential steps with the recipe's exp2 (unit and polynomial) as a template parameter
+// object: its coefficients and degree are then constants of the code (a function-local record
+// would live in local memory and be read at run time).
+template <steps::Exp2 Exp2>
 __device__ inline float probability(float score, float offset) {
-  return steps::probability(score, offset, Poly);
+  return steps::probability(score, offset, Exp2);
 }
-template <steps::Exp2Poly Poly>
+template <steps::Exp2 Exp2>
 __device__ inline float rescale(float old_offset, float new_offset) {
-  return steps::rescale(old_offset, new_offset, Poly);
+  return steps::rescale(old_offset, new_offset, Exp2);
 }
 
 // ---- attention -----------------------------------------------------------------------------------
@@ -281,10 +281,10 @@ __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* g
   }
 }
 
-template <class Out, int HeadDim, bool Causal>
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
 __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
   using Smem = AttentionSmem<HeadDim>;
-  constexpr Sage2HopperRecipe recipe = Smem::recipe;
+  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim, Exp2Unit);
   constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv;
   static_assert(kBlockQ == 64 * Smem::kConsumerWarpgroups && recipe.consumer_warps % 4 == 0,
                 "one consumer warpgroup per 64 query rows");
@@ -555,10 +555,10 @@ void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
   quantize_block<T, HeadDim><<<dim3(blocks, p.heads_q + p.heads_kv, p.batch), kThreads, 0, stream>>>(p);
   check_launch("quantize_block launch");
 }
-template <class Out, int HeadDim, bool Causal>
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
   using Smem = AttentionSmem<HeadDim>;
-  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal>;
+  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit>;
   static const bool configured = [&] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
                "cudaFuncSetAttribute (attention shared memory)");
@@ -579,15 +579,21 @@ void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::ui
   if (dtype == DType::fp16) head_dim == 64 ? quantize_for<__half, 64>(p, s) : quantize_for<__half, 128>(p, s);
   else head_dim == 64 ? quantize_for<__nv_bfloat16, 64>(p, s) : quantize_for<__nv_bfloat16, 128>(p, s);
 }
-template <class Out>
+template <class Out, steps::Exp2Unit Exp2Unit>
 void attention_for_dtype(const AttentionParams& p, int head_dim, bool causal, cudaStream_t s) {
-  if (head_dim == 64) causal ? attention_for<Out, 64, true>(p, s) : attention_for<Out, 64, false>(p, s);
-  else causal ? attention_for<Out, 128, true>(p, s) : attention_for<Out, 128, false>(p, s);
+  if (head_dim == 64) causal ? attention_for<Out, 64, true, Exp2Unit>(p, s) : attention_for<Out, 64, false, Exp2Unit>(p, s);
+  else causal ? attention_for<Out, 128, true, Exp2Unit>(p, s) : attention_for<Out, 128, false, Exp2Unit>(p, s);
 }
-void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, std::uintptr_t stream) {
+template <steps::Exp2Unit Exp2Unit>
+void attention_for_unit(const AttentionParams& p, DType dtype, int head_dim, bool causal, cudaStream_t s) {
+  if (dtype == DType::fp16) attention_for_dtype<__half, Exp2Unit>(p, head_dim, causal, s);
+  else attention_for_dtype<__nv_bfloat16, Exp2Unit>(p, head_dim, causal, s);
+}
+void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, steps::Exp2Unit exp2,
+                      std::uintptr_t stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (dtype == DType::fp16) attention_for_dtype<__half>(p, head_dim, causal, s);
-  else attention_for_dtype<__nv_bfloat16>(p, head_dim, causal, s);
+  if (exp2 == steps::Exp2Unit::sm90_ex2) attention_for_unit<steps::Exp2Unit::sm90_ex2>(p, dtype, head_dim, causal, s);
+  else attention_for_unit<steps::Exp2Unit::polynomial>(p, dtype, head_dim, causal, s);
 }
 
 }  // namespace lowbit::kernels::attention::detail

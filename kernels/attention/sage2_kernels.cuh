@@ -46,6 +46,7 @@ void upload_groups(int head_dim);
 
 void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
 void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
-void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, std::uintptr_t stream);
+void launch_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal,
+                      lowbit::attention::steps::Exp2Unit exp2, std::uintptr_t stream);
 
 }  // namespace lowbit::kernels::attention::detail

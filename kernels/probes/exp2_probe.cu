@@ -72,14 +72,11 @@ __global__ void exp2_accuracy(FloatRange range, unsigned long long* counters) {
   atomicMax(&counters[kCounters - 1], worst);
 }
 
-template <int Degree>
-__global__ void poly_exp2_outputs(std::uint32_t first, std::uint32_t input_stride, std::uint32_t count,
-                                  std::uint32_t* out) {
+template <Exp2Implementation I>
+__global__ void exp2_outputs(std::uint32_t first, std::uint32_t input_stride, std::uint32_t count, std::uint32_t* out) {
   const std::uint32_t stride = gridDim.x * blockDim.x;
-  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
-    const float x = __uint_as_float(first + i * input_stride);
-    out[i] = __float_as_uint(steps::poly_exp2(x, Degree == 5 ? steps::exp2_degree5() : steps::exp2_degree6()));
-  }
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+    out[i] = __float_as_uint(evaluate<I>(__uint_as_float(first + i * input_stride)));
 }
 
 template <Exp2Implementation I>
@@ -121,18 +118,21 @@ Exp2Accuracy measure_exp2(Exp2Implementation implementation, float lo, float hi)
   return a;
 }
 
-void device_poly_exp2(int degree, std::uint32_t first, std::uint32_t stride, std::span<std::uint32_t> out) {
-  if (degree != 5 && degree != 6) throw std::invalid_argument("device_poly_exp2: degree must be 5 or 6");
+void device_exp2(Exp2Implementation implementation, std::uint32_t first, std::uint32_t stride,
+                 std::span<std::uint32_t> out) {
   if (out.empty()) return;
   std::uint32_t* device = nullptr;
-  check_cuda(cudaMalloc(&device, out.size_bytes()), "cudaMalloc (poly_exp2 outputs)");
+  check_cuda(cudaMalloc(&device, out.size_bytes()), "cudaMalloc (exp2 outputs)");
   const auto count = std::uint32_t(out.size());
-  if (degree == 5) poly_exp2_outputs<5><<<4096, 256>>>(first, stride, count, device);
-  else poly_exp2_outputs<6><<<4096, 256>>>(first, stride, count, device);
+  switch (implementation) {
+    case Exp2Implementation::ex2_approx: exp2_outputs<Exp2Implementation::ex2_approx><<<4096, 256>>>(first, stride, count, device); break;
+    case Exp2Implementation::poly_degree5: exp2_outputs<Exp2Implementation::poly_degree5><<<4096, 256>>>(first, stride, count, device); break;
+    case Exp2Implementation::poly_degree6: exp2_outputs<Exp2Implementation::poly_degree6><<<4096, 256>>>(first, stride, count, device); break;
+  }
   cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess) status = cudaMemcpy(out.data(), device, out.size_bytes(), cudaMemcpyDeviceToHost);
   cudaFree(device);
-  check_cuda(status, "poly_exp2_outputs");
+  check_cuda(status, "exp2_outputs");
 }
 
 }  // namespace lowbit::kernels

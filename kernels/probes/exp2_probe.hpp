@@ -1,6 +1,7 @@
 // The exponential on the GPU: MUFU.EX2 (ex2.approx.ftz.f32) measured against the correctly rounded
-// exp2, and the reproducible steps::poly_exp2 (emulation/attention/kernel_steps.hpp) run on the
-// device for comparison with the host's. Host code only; no CUDA headers needed by callers.
+// exp2, and each implementation's outputs on the device for comparison with its host model (the
+// reproducible steps::poly_exp2 of emulation/attention/kernel_steps.hpp; sfu::sm90_ex2, the model
+// of MUFU.EX2 in emulation/sfu/ex2.hpp). Host code only; no CUDA headers needed by callers.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +32,9 @@ enum class Exp2Implementation : std::uint8_t {
 // Runs on the GPU over [lo, hi] (lo <= hi, both finite).
 Exp2Accuracy measure_exp2(Exp2Implementation implementation, float lo, float hi);
 
-// The device's steps::poly_exp2 (degree 5 or 6) of the inputs first, first + stride, ... (float32
-// bit patterns, out.size() of them, wrapping modulo 2^32), as bit patterns.
-void device_poly_exp2(int degree, std::uint32_t first, std::uint32_t stride, std::span<std::uint32_t> out);
+// The device's exp2 of the inputs first, first + stride, ... (float32 bit patterns, out.size() of
+// them, wrapping modulo 2^32), as bit patterns.
+void device_exp2(Exp2Implementation implementation, std::uint32_t first, std::uint32_t stride,
+                 std::span<std::uint32_t> out);
 
 }  // namespace lowbit::kernels

@@ -125,7 +125,7 @@ TEST_CASE("lowbit attention: bad input is named with its file and problem", "[at
   std::ofstream(f.path("cut.npy"), std::ios::binary) << whole.substr(0, whole.size() / 2);
   expect(base + "--q " + f.path("cut.npy") + " --k " + f.k + " --v " + f.v, "cut.npy: data ends after");
   expect(base + f.args() + " --set q=int8:per-sausage", "granularity 'per-sausage' is not one of");
-  expect(base + f.args() + " --set exp2=poly7", "stage exp2=poly7: not exact, poly5 or poly6");
+  expect(base + f.args() + " --set exp2=poly7", "stage exp2=poly7: not exact, poly5, poly6 or sm90-ex2");
   expect(base + f.args() + " --set flush=2", "unknown stage 'flush'");
   expect(base + f.args() + " --set block-kv=96", "block-kv=96 must be a power of two");
   expect("--preset sage4 " + f.args(), "unknown preset 'sage4'");

@@ -235,8 +235,9 @@ TEST_CASE("sage2-8b reads the Hopper recipe: tiling, thread groups, K mean chunk
     CHECK(p.tiling.kv_order == r.kv_order);
     CHECK(p.smoothing.key_mean_chunk == r.key_mean_chunk);
     CHECK(p.exponential.exact == false);
-    CHECK(p.exponential.poly.degree == r.exp2.degree);
-    CHECK(std::memcmp(p.exponential.poly.c, r.exp2.c, sizeof r.exp2.c) == 0);
+    CHECK(p.exponential.exp2.unit == r.exp2.unit);
+    CHECK(p.exponential.exp2.poly.degree == r.exp2.poly.degree);
+    CHECK(std::memcmp(p.exponential.exp2.poly.c, r.exp2.poly.c, sizeof r.exp2.poly.c) == 0);
     CHECK(bits(p.p.log2_scale) == bits(r.p_log2_scale));
     // The per-thread groups the pipeline quantizes with are the recipe's tiling's.
     const quant::ThreadTiling mine = p.qk_tiling(), recipe = r.qk_tiling();
@@ -322,7 +323,8 @@ TEST_CASE("stages by name: every preset's values read back to the same pipeline"
     CHECK(bits(q.p.log2_scale) == bits(p.p.log2_scale));
     CHECK(q.q.target == p.q.target);
     CHECK(q.v.target == p.v.target);
-    CHECK(std::memcmp(q.exponential.poly.c, p.exponential.poly.c, sizeof p.exponential.poly.c) == 0);
+    CHECK(q.exponential.exp2.unit == p.exponential.exp2.unit);
+    CHECK(std::memcmp(q.exponential.exp2.poly.c, p.exponential.exp2.poly.c, sizeof p.exponential.exp2.poly.c) == 0);
   }
 }
 

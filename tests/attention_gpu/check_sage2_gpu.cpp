@@ -256,9 +256,11 @@ void write_tensor(const std::filesystem::path& path, const Sage2Problem& p, cons
 }
 
 // One bench_attention configuration, checked on head (0, 0) in four Q blocks.
-nlohmann::ordered_json check_bench_config(int d, bool causal, int n, std::uint64_t& total_mismatches) {
+nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::attention::steps::Exp2Unit exp2,
+                                          std::uint64_t& total_mismatches) {
   using lowbit::kernels::check_cuda;
   Sage2Problem p;
+  p.exp2 = exp2;
   p.batch = 4;
   p.heads_q = p.heads_kv = 32;
   p.tokens = n;
@@ -318,7 +320,12 @@ struct Args {
   std::string out = "build/results/attention-gpu";
   std::string only;
   std::string real;  // a folder of captured activations: adds their configurations
+  lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;  // --exp2
 };
+
+const char* preset_name(lowbit::attention::steps::Exp2Unit exp2) {
+  return exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
+}
 
 int run(const Args& args) {
   const auto gpu = lowbit::kernels::first_gpu();
@@ -337,12 +344,14 @@ int run(const Args& args) {
   // summary.json, rewritten after every configuration (a run cut short keeps what it checked).
   const auto write_summary = [&] {
     nlohmann::ordered_json doc;
-    doc["what"] = "sage2-8b kernels on the GPU vs the emulated sage2-8b pipeline, bit for bit: output codes, LSE, "
-                  "quantized Q/K/V";
-    doc["reference"] = "attention::forward(preset(\"sage2-8b\", d)), output in the inputs' format "
+    doc["what"] = std::string(preset_name(args.exp2)) + " kernels on the GPU vs the emulated " + preset_name(args.exp2) +
+                  " pipeline, bit for bit: output codes, LSE, quantized Q/K/V";
+    doc["reference"] = "attention::forward(preset(\"" + std::string(preset_name(args.exp2)) +
+                       "\", d)), output in the inputs' format "
                        "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
-                     (args.only.empty() ? "" : " --only " + args.only);
+                     (args.only.empty() ? "" : " --only " + args.only) +
+                     (args.exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2 ? " --exp2 sm90-ex2" : "");
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
     doc["total_mismatches"] = total_mismatches;
@@ -356,7 +365,7 @@ int run(const Args& args) {
       for (bool causal : {false, true})
         for (int n : {1024, 2048, 4096, 8192, 16384, 32768}) {
           const auto t0 = std::chrono::steady_clock::now();
-          nlohmann::ordered_json e = check_bench_config(d, causal, n, total_mismatches);
+          nlohmann::ordered_json e = check_bench_config(d, causal, n, args.exp2, total_mismatches);
           std::printf("%-52s %12llu %10llu %8llu %8s %9s %7.1f %7s\n", e["name"].get<std::string>().c_str(),
                       e["outputs_compared"].get<unsigned long long>(), e["mismatches"].get<unsigned long long>(),
                       e["lse_mismatches"].get<unsigned long long>(), "-", "-",
@@ -372,7 +381,8 @@ int run(const Args& args) {
     const std::vector<Config> real = real_configs(args.real);
     list.insert(list.begin(), real.begin(), real.end());
   }
-  for (const Config& c : list) {
+  for (Config c : list) {
+    c.problem.exp2 = args.exp2;
     const std::string name = config_name(c);
     if (!args.only.empty() && name.find(args.only) == std::string::npos) continue;
     const Sage2Problem& p = c.problem;
@@ -460,9 +470,16 @@ int main(int argc, char** argv) {
       else if (a == "--out") args.out = value();
       else if (a == "--only") args.only = value();
       else if (a == "--real") args.real = value();
-      else if (a == "--help") {
-        std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--out DIR]\n"
-                     "  --real DIR: also check the captured activations DIR/layerNN_{q,k,v}.npy (layers 00, 10, 20, 29)\n";
+      else if (a == "--exp2") {
+        const std::string unit = value();
+        if (unit == "poly5") args.exp2 = lowbit::attention::steps::Exp2Unit::polynomial;
+        else if (unit == "sm90-ex2") args.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
+        else throw std::invalid_argument("--exp2 " + unit + ": not poly5 or sm90-ex2");
+      } else if (a == "--help") {
+        std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--exp2 poly5|sm90-ex2]\n"
+                     "                [--out DIR]\n"
+                     "  --real DIR: also check the captured activations DIR/layerNN_{q,k,v}.npy (layers 00, 10, 20, 29)\n"
+                     "  --exp2: the kernel's and the emulation's exp2 (poly5: preset sage2-8b; sm90-ex2: sage2-8b-ex2)\n";
         return 0;
       } else throw std::invalid_argument("unknown option '" + a + "'");
     } catch (const std::exception& e) {
