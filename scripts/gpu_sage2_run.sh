@@ -125,8 +125,8 @@ if want ncu; then
   log "Nsight Compute"
   timeout 150 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --section SpeedOfLight --section Occupancy \
     --section LaunchStats --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
-    --section MemoryWorkloadAnalysis --metrics breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed \
-    --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+    --section MemoryWorkloadAnalysis \
+    --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active,sm__pipe_shared_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed \
     "$B/experiments/bench_attention" --tokens 8192 --dims 128 --causal no --exp2 $exp2 --warmup 0 --repeats 1 > "$R/ncu.txt" 2>&1
   grep -E "sage2_attention_kernel|Duration|Registers Per|Dynamic Shared|Theoretical Occupancy|Achieved Occupancy|pipe_|SM Busy|Compute \(SM\)|Memory Throughput|L2 Cache Throughput|lts__|Issue Slots|Stall|Warp Cycles Per Issued" "$R/ncu.txt" | head -60
 fi
