@@ -15,12 +15,15 @@
 //   q_codes  int8  [batch][heads_q][padded_q][head_dim]
 //   q_scales f32   [batch][heads_q][padded_q / block_q][q_groups]    (fold_softmax_scale applied)
 //   q_bias   f32   [batch][heads_q][padded_q]                         (steps::smoothing_bias, for the LSE)
-//   k_codes  int8  [batch][heads_kv][padded_kv][head_dim]              (K' = K - mean)
+//   k_codes  int8  [batch][heads_kv][padded_kv / block_kv] tiles of block_kv x head_dim (K' = K - mean)
 //   k_scales f32   [batch][heads_kv][padded_kv / block_kv][k_groups]
 //   k_mean   f32   [batch][heads_kv][head_dim]
-//   v_codes  e4m3  [batch][heads_kv][head_dim][padded_kv]             (V^T; within every 32 keys,
+//   v_codes  e4m3  [batch][heads_kv][padded_kv / block_kv] tiles of head_dim x block_kv (V^T; within every 32 keys,
 //                  position p holds key key_of_column[p], kernels/sm90/fragment.hpp)
 //   v_scales f32   [batch][heads_kv][head_dim]
+// A K or V^T tile holds its bytes in the order of the attention kernel's shared memory
+// (sm90::KMajorLayout: k_code_offset, v_code_offset), so the kernel copies it as contiguous bytes:
+// whole 128-byte lines, half the L2 requests of row-major tiles.
 // Groups are numbered as quant::grouping::per_thread numbers them (thread_groups.hpp).
 #pragma once
 
@@ -32,6 +35,7 @@
 #include <vector>
 
 #include "emulation/attention/sage2_hopper.hpp"
+#include "kernels/sm90/smem_layout.hpp"
 
 namespace lowbit::kernels::attention {
 
@@ -130,5 +134,16 @@ struct Sage2HostResult {
 Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<const std::uint16_t> q,
                                      std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
                                      bool keep_quantized = false);
+
+// The offset of K code (key, channel) and of V^T code (channel, position) within one KV head's
+// codes (padded_kv x head_dim bytes): tile key / block_kv, then the tile's shared-memory order
+// (host and device).
+LOWBIT_HD constexpr long long k_code_offset(int key, int channel, int head_dim, int block_kv) {
+  return (long long)(key / block_kv) * block_kv * head_dim + sm90::KMajorLayout{head_dim}.offset(key % block_kv, channel);
+}
+LOWBIT_HD constexpr long long v_code_offset(int channel, int position, int head_dim, int block_kv) {
+  return (long long)(position / block_kv) * block_kv * head_dim +
+         sm90::KMajorLayout{block_kv}.offset(channel, position % block_kv);
+}
 
 }  // namespace lowbit::kernels::attention

@@ -116,9 +116,10 @@ struct QuantizeTile {
   float group_scale[MaxRows];
 };
 
-// x(row, c) gives the fp32 value (0 for padding rows); writes codes and the raw group scales.
-template <int Rows, int HeadDim, int MaxRows, class Value>
-__device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes,
+// x(row, c) gives the fp32 value (0 for padding rows); writes code (row, c) at codes[at(row, c)] and
+// the raw group scales.
+template <int Rows, int HeadDim, int MaxRows, class Value, class At>
+__device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
   static_assert(Rows <= MaxRows);
   constexpr int kPerLane = HeadDim / 32;
@@ -142,7 +143,7 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, s
   for (int row = warp; row < Rows; row += kThreads / 32) {
     const float scale = tile.group_scale[groups.group_of_row[row]];
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) codes[row * HeadDim + lane + 32 * e] = int8_code(x(row, lane + 32 * e), scale);
+    for (int e = 0; e < kPerLane; ++e) codes[at(row, lane + 32 * e)] = int8_code(x(row, lane + 32 * e), scale);
   }
 }
 
@@ -178,7 +179,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
       return t < p.tokens ? to_float(q[t * p.q_strides.token + c]) : 0.0f;
     };
     const long long head = (long long)b * p.heads_q + h;
-    quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim, tile);
+    quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
+                                         [](int row, int c) { return row * HeadDim + c; }, tile);
     for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
       p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
           steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
@@ -201,7 +203,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
     const int t = t0 + row;
     return t < p.tokens ? lowbit::attention::smooth_key(to_float(k[t * p.kv_strides.token + c]), channel[c]) : 0.0f;
   };
-  quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + (head * p.padded_kv + t0) * HeadDim, tile);
+  quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + head * p.padded_kv * HeadDim,
+                                      [&](int row, int c) { return k_code_offset(t0 + row, c, HeadDim, kRows); }, tile);
   for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
     p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
   __syncthreads();  // channel[] is reused for the V scales
@@ -230,7 +233,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
       const int key = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
       word |= std::uint32_t(e4m3_code(to_float(v_tile[key][c]), channel[c])) << (8 * j);
     }
-    *reinterpret_cast<std::uint32_t*>(p.out.v_codes + (head * HeadDim + c) * p.padded_kv + t0 + position) = word;
+    *reinterpret_cast<std::uint32_t*>(p.out.v_codes + head * p.padded_kv * HeadDim +
+                                      v_code_offset(c, t0 + position, HeadDim, kRows)) = word;
   }
 }
 
@@ -266,8 +270,18 @@ struct AttentionSmem {
   static_assert(kEmpty + kStages <= 16, "16 named barriers");
 };
 
+// A tile stored in its shared-memory order (k_codes, v_codes), copied as contiguous bytes by the
+// producer warpgroup's threads: every warp reads whole 128-byte lines and writes 512 contiguous bytes.
+template <int Bytes>
+__device__ inline void load_contiguous_async(std::uint8_t* smem, const std::uint8_t* global, int thread) {
+  constexpr int kPiece = KMajorLayout::kCoreRowBytes;
+  static_assert(Bytes % (kPiece * kProducerThreads) == 0, "whole rounds of 16-byte copies");
+#pragma unroll
+  for (int at = thread * kPiece; at < Bytes; at += kProducerThreads * kPiece) sm90::copy_16_async(smem + at, global + at);
+}
+
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
-// producer warpgroup's threads.
+// producer warpgroup's threads (the Q tile, once per block).
 template <int Rows, int KBytes>
 __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
                                        int thread) {
@@ -339,10 +353,10 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       if (i == 0)
         load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
                                                       (q_head * p.padded_q + q0) * HeadDim, HeadDim, thread);
-      load_tile_async<kBlockKv, HeadDim>(k_tiles + stage * Smem::kKBytes, k_codes + (long long)j * kBlockKv * HeadDim,
-                                         HeadDim, thread);
-      load_tile_async<HeadDim, kBlockKv>(v_tiles + stage * Smem::kVBytes, v_codes + (long long)j * kBlockKv,
-                                         p.padded_kv, thread);
+      load_contiguous_async<Smem::kKBytes>(k_tiles + stage * Smem::kKBytes,
+                                           k_codes + k_code_offset(j * kBlockKv, 0, HeadDim, kBlockKv), thread);
+      load_contiguous_async<Smem::kVBytes>(v_tiles + stage * Smem::kVBytes,
+                                           v_codes + v_code_offset(0, j * kBlockKv, HeadDim, kBlockKv), thread);
       sm90::commit_copies();
       if (i >= 1) {
         sm90::wait_copies<1>();  // block i - 1's copies; block i's may still be in flight

@@ -88,11 +88,14 @@ Sage2Emulated emulate_sage2(const Sage2Problem& p, std::span<const std::uint16_t
   }
   constexpr auto p_map = kernels::sm90::accumulator_to_a8(128);  // V^T's key order (block_kv = 128)
   static_assert(p_map.consistent);
-  if (p.recipe().block_kv != 128) throw std::logic_error("emulate_sage2: V^T's key order is derived for block_kv = 128");
+  const int block_kv = p.recipe().block_kv;
+  if (block_kv != 128) throw std::logic_error("emulate_sage2: V^T's key order is derived for block_kv = 128");
   for (std::size_t head = 0; head < r.k.size(); ++head) {
     const quant::QuantizedTensor& kt = r.k[head].tensor;
     for (std::size_t j = 0; j < pkv; ++j)
-      for (std::size_t c = 0; c < d; ++c) out.k_codes[(head * pkv + j) * d + c] = std::int8_t(kt.codes(Eigen::Index(j), Eigen::Index(c)));
+      for (std::size_t c = 0; c < d; ++c)
+        out.k_codes[head * pkv * d + std::size_t(kernels::attention::k_code_offset(int(j), int(c), p.head_dim, block_kv))] =
+            std::int8_t(kt.codes(Eigen::Index(j), Eigen::Index(c)));
     std::copy(kt.scales.begin(), kt.scales.end(), out.k_scales.begin() + std::ptrdiff_t(head * kt.scales.size()));
     std::copy(r.k[head].mean.begin(), r.k[head].mean.end(), out.k_mean.begin() + std::ptrdiff_t(head * d));
     const quant::QuantizedTensor& vt = r.v[head].tensor;  // keys x d, per-channel scales
@@ -100,7 +103,7 @@ Sage2Emulated emulate_sage2(const Sage2Problem& p, std::span<const std::uint16_t
       out.v_scales[head * d + c] = vt.scales[std::size_t(vt.group_of(0, int(c)))];
       for (std::size_t position = 0; position < pkv; ++position) {
         const std::size_t key = position / 32 * 32 + std::size_t(p_map.key_of_column[position % 32]);
-        out.v_codes[(head * d + c) * pkv + position] =
+        out.v_codes[head * pkv * d + std::size_t(kernels::attention::v_code_offset(int(c), int(position), p.head_dim, block_kv))] =
             key < std::size_t(vt.codes.rows()) && key < std::size_t(p.tokens) ? std::uint8_t(vt.codes(Eigen::Index(key), Eigen::Index(c))) : 0;
       }
     }
