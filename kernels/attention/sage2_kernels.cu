@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(kBlockKv);
   static_assert(s_rows.consistent && p_map.consistent, "fragment maps");
   constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
+  static_assert((kPerRow & (kPerRow - 1)) == 0, "a row's values reduce as a balanced tree");
   constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
   constexpr int kFullThreads = kProducerThreads + 128, kEmptyThreads = Smem::kThreads;
@@ -451,9 +452,15 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float block_max = x[s_rows.value[h][0]];
+      // The maximum is exact in any order: a balanced tree (depth log2 kPerRow, not a chain of kPerRow).
+      float row_max[kPerRow];
 #pragma unroll
-      for (int k = 1; k < kPerRow; ++k) block_max = fmaxf(block_max, x[s_rows.value[h][k]]);
+      for (int k = 0; k < kPerRow; ++k) row_max[k] = x[s_rows.value[h][k]];
+#pragma unroll
+      for (int width = kPerRow / 2; width >= 1; width /= 2)
+#pragma unroll
+        for (int k = 0; k < width; ++k) row_max[k] = fmaxf(row_max[k], row_max[k + width]);
+      float block_max = row_max[0];
       block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
       block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
       m[h] = fmaxf(m[h], block_max);
