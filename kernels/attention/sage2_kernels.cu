@@ -106,6 +106,23 @@ __global__ void __launch_bounds__(HeadDim) key_value_statistics(const QuantizePa
   p.out.v_chunk_amax[slot] = amax;
 }
 
+// ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
+// One thread per channel; the chunk sums in chunk order (the recipe's), the V amax over the chunks.
+template <int HeadDim>
+__global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeParams p) {
+  const long long head = (long long)blockIdx.y * p.heads_kv + blockIdx.x;
+  const int c = threadIdx.x;
+  double total = 0.0;
+  float amax = 0.0f;
+  for (int chunk = 0; chunk < p.key_chunks; ++chunk) {
+    const long long slot = (head * p.key_chunks + chunk) * HeadDim + c;
+    total = lowbit::attention::add_chunk_sum(total, p.out.k_chunk_sums[slot]);
+    amax = fmaxf(amax, p.out.v_chunk_amax[slot]);
+  }
+  p.out.k_mean[head * HeadDim + c] = lowbit::attention::key_mean(total, p.tokens);
+  p.out.v_scales[head * HeadDim + c] = __fdiv_rn(amax, kE4m3Target);
+}
+
 // ---- quantization of one block of tokens of one head --------------------------------------------
 // Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each warp's lanes
 // over the channels. Group amax = max over the group's rows of the row amax (max is exact, so the
@@ -160,14 +177,9 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   __shared__ T v_tile[kRows][HeadDim + 2];    // V block, staged for the transposed store
   const quant::QkGroups& groups = groups_of(HeadDim);
   const int block = blockIdx.x, b = blockIdx.z;
-  // The K mean of a KV head from its chunk sums, in chunk order, into channel[].
-  const auto key_mean = [&](long long kv_head) {
-    for (int c = threadIdx.x; c < HeadDim; c += kThreads) {
-      double total = 0.0;
-      for (int chunk = 0; chunk < p.key_chunks; ++chunk)
-        total = lowbit::attention::add_chunk_sum(total, p.out.k_chunk_sums[(kv_head * p.key_chunks + chunk) * HeadDim + c]);
-      channel[c] = lowbit::attention::key_mean(total, p.tokens);
-    }
+  // A KV head's K mean or V scales (key_mean_value_scales) into channel[].
+  const auto load_channels = [&](const float* values) {
+    for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel[c] = values[c];
     __syncthreads();
   };
   if (int(blockIdx.y) < p.heads_q) {
@@ -185,7 +197,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
       p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
           steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
     // The row bias of the LSE: q . kbar of the row's KV head.
-    key_mean((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv));
+    load_channels(p.out.k_mean + ((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv)) * HeadDim);
     for (int row = threadIdx.x; row < kQRows; row += kThreads)
       p.out.q_bias[head * p.padded_q + t0 + row] =
           steps::smoothing_bias([&](int c) { return x(row, c); }, channel, HeadDim, p.softmax_scale_log2);
@@ -195,9 +207,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   if (t0 >= p.padded_kv) return;
   const long long head = (long long)b * p.heads_kv + h;
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
-  key_mean(head);
-  if (block == 0)
-    for (int c = threadIdx.x; c < HeadDim; c += kThreads) p.out.k_mean[head * HeadDim + c] = channel[c];
+  load_channels(p.out.k_mean + head * HeadDim);
   const T* k = static_cast<const T*>(p.k) + input_head;
   const auto x = [&](int row, int c) {
     const int t = t0 + row;
@@ -209,14 +219,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
     p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
   __syncthreads();  // channel[] is reused for the V scales
 
-  // V: per-channel scale from the chunk amax; codes stored as V^T with the P permutation.
-  for (int c = threadIdx.x; c < HeadDim; c += kThreads) {
-    float amax = 0.0f;
-    for (int chunk = 0; chunk < p.key_chunks; ++chunk)
-      amax = fmaxf(amax, p.out.v_chunk_amax[(head * p.key_chunks + chunk) * HeadDim + c]);
-    channel[c] = __fdiv_rn(amax, kE4m3Target);
-    if (block == 0) p.out.v_scales[head * HeadDim + c] = channel[c];
-  }
+  // V: the per-channel scales; codes stored as V^T with the P permutation.
+  load_channels(p.out.v_scales + head * HeadDim);
   const T* v = static_cast<const T*>(p.v) + input_head;
   for (int e = threadIdx.x; e < kRows * HeadDim; e += kThreads) {
     const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
@@ -568,6 +572,8 @@ template <class T, int HeadDim>
 void statistics_for(const QuantizeParams& p, cudaStream_t stream) {
   key_value_statistics<T, HeadDim><<<dim3(p.key_chunks, p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
   check_launch("key_value_statistics launch");
+  key_mean_value_scales<HeadDim><<<dim3(p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
+  check_launch("key_mean_value_scales launch");
 }
 template <class T, int HeadDim>
 void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
