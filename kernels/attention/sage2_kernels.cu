@@ -316,7 +316,6 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(kBlockKv);
   static_assert(s_rows.consistent && p_map.consistent, "fragment maps");
   constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
-  static_assert(kPerRow % 4 == 0, "a row's maximum runs as 4 chains");
   constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
   constexpr int kFullThreads = kProducerThreads + 128, kEmptyThreads = Smem::kThreads;
@@ -456,15 +455,9 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      // The maximum is exact in any order: kMaxChains interleaved chains, then their tree (a chain
-      // of kPerRow / kMaxChains; a full tree over the row would spill registers at d = 128).
-      constexpr int kMaxChains = 4;
-      float chain[kMaxChains];
+      float block_max = x[s_rows.value[h][0]];
 #pragma unroll
-      for (int c = 0; c < kMaxChains; ++c) chain[c] = x[s_rows.value[h][c]];
-#pragma unroll
-      for (int k = kMaxChains; k < kPerRow; ++k) chain[k % kMaxChains] = fmaxf(chain[k % kMaxChains], x[s_rows.value[h][k]]);
-      float block_max = fmaxf(fmaxf(chain[0], chain[1]), fmaxf(chain[2], chain[3]));
+      for (int k = 1; k < kPerRow; ++k) block_max = fmaxf(block_max, x[s_rows.value[h][k]]);
       block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
       block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
       m[h] = fmaxf(m[h], block_max);
