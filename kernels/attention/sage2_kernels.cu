@@ -174,9 +174,18 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   static_assert(p_map.consistent, "the accumulator -> A fragment map of P");
   __shared__ QuantizeTile<kMaxRows> tile;
   __shared__ float channel[HeadDim];          // K mean or V scale
-  __shared__ T v_tile[kRows][HeadDim + 2];    // V block, staged for the transposed store
+  // The block's Q, K or V values, read from global memory once, row by row (coalesced); each pass
+  // (row amax, codes, the LSE bias, V's transposed store) reads them here.
+  __shared__ T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
   const int block = blockIdx.x, b = blockIdx.z;
+  const auto stage = [&](const T* input, long long token_stride, int t0, int rows) {
+    for (int e = threadIdx.x; e < rows * HeadDim; e += kThreads) {
+      const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
+      values[row][c] = t < p.tokens ? input[t * token_stride + c] : from_float<T>(0.0f);
+    }
+    __syncthreads();
+  };
   // A KV head's K mean or V scales (key_mean_value_scales) into channel[].
   const auto load_channels = [&](const float* values) {
     for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel[c] = values[c];
@@ -185,11 +194,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   if (int(blockIdx.y) < p.heads_q) {
     const int h = blockIdx.y, t0 = block * kQRows;
     if (t0 >= p.padded_q) return;
-    const T* q = static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head;
-    const auto x = [&](int row, int c) {
-      const int t = t0 + row;
-      return t < p.tokens ? to_float(q[t * p.q_strides.token + c]) : 0.0f;
-    };
+    stage(static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head, p.q_strides.token, t0, kQRows);
+    const auto x = [&](int row, int c) { return to_float(values[row][c]); };  // padding rows hold 0
     const long long head = (long long)b * p.heads_q + h;
     quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
                                          [](int row, int c) { return row * HeadDim + c; }, tile);
@@ -208,35 +214,32 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   const long long head = (long long)b * p.heads_kv + h;
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
   load_channels(p.out.k_mean + head * HeadDim);
-  const T* k = static_cast<const T*>(p.k) + input_head;
+  stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, kRows);
   const auto x = [&](int row, int c) {
-    const int t = t0 + row;
-    return t < p.tokens ? lowbit::attention::smooth_key(to_float(k[t * p.kv_strides.token + c]), channel[c]) : 0.0f;
+    return t0 + row < p.tokens ? lowbit::attention::smooth_key(to_float(values[row][c]), channel[c]) : 0.0f;
   };
   quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + head * p.padded_kv * HeadDim,
                                       [&](int row, int c) { return k_code_offset(t0 + row, c, HeadDim, kRows); }, tile);
   for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
     p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
-  __syncthreads();  // channel[] is reused for the V scales
+  __syncthreads();  // channel[] and values[] are reused for V
 
   // V: the per-channel scales; codes stored as V^T with the P permutation.
   load_channels(p.out.v_scales + head * HeadDim);
-  const T* v = static_cast<const T*>(p.v) + input_head;
-  for (int e = threadIdx.x; e < kRows * HeadDim; e += kThreads) {
-    const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
-    v_tile[row][c] = t < p.tokens ? v[t * p.kv_strides.token + c] : from_float<T>(0.0f);
-  }
-  __syncthreads();
-  // Thread -> (channel, 4 consecutive positions): one 4-byte store.
-  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns;
-  for (int e = threadIdx.x; e < kRows * HeadDim / 4; e += kThreads) {
-    const int c = e / (kRows / 4), position = e % (kRows / 4) * 4;
+  stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, kRows);
+  // Thread -> (channel, 4 consecutive positions): one 4-byte store. A thread keeps its positions
+  // in every round, so its 4 keys are looked up once (a run-time index into p_map compiles to a
+  // chain of selects).
+  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4;
+  static_assert(kThreads % kWords == 0, "a thread's positions are the same in every round");
+  const int position = threadIdx.x % kWords * 4;
+  int keys[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) keys[j] = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
+  for (int c = threadIdx.x / kWords; c < HeadDim; c += kThreads / kWords) {
     std::uint32_t word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int key = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
-      word |= std::uint32_t(e4m3_code(to_float(v_tile[key][c]), channel[c])) << (8 * j);
-    }
+    for (int j = 0; j < 4; ++j) word |= std::uint32_t(e4m3_code(to_float(values[keys[j]][c]), channel[c])) << (8 * j);
     *reinterpret_cast<std::uint32_t*>(p.out.v_codes + head * p.padded_kv * HeadDim +
                                       v_code_offset(c, t0 + position, HeadDim, kRows)) = word;
   }
