@@ -117,12 +117,19 @@ std::optional<std::string> Sage2Problem::validate() const {
 
 int Sage2Problem::padded_q() const { return round_up(tokens, recipe().block_q); }
 int Sage2Problem::padded_kv() const { return round_up(tokens, recipe().block_kv); }
-int Sage2Problem::q_groups() const {
-  return quant::derive_groups(recipe().qk_tiling(), quant::GroupScope::thread).q.count;
+namespace {
+// The recipe's per-thread groups, derived once per head dimension: a derivation takes about 0.8 ms
+// of host time, which every launch paid twice (the floor of the small problems' timings).
+const quant::QkGroups& recipe_groups(const Sage2Problem& p) {
+  static const quant::QkGroups d64 = quant::derive_groups(lowbit::attention::sage2_8b_hopper(64).qk_tiling(), quant::GroupScope::thread);
+  static const quant::QkGroups d128 = quant::derive_groups(lowbit::attention::sage2_8b_hopper(128).qk_tiling(), quant::GroupScope::thread);
+  if (p.head_dim != 64 && p.head_dim != 128) throw std::invalid_argument(describe(p) + ": head_dim must be 64 or 128");
+  return p.head_dim == 64 ? d64 : d128;
 }
-int Sage2Problem::k_groups() const {
-  return quant::derive_groups(recipe().qk_tiling(), quant::GroupScope::thread).k.count;
-}
+}  // namespace
+
+int Sage2Problem::q_groups() const { return recipe_groups(*this).q.count; }
+int Sage2Problem::k_groups() const { return recipe_groups(*this).k.count; }
 int Sage2Problem::key_chunks() const { return (tokens + recipe().key_mean_chunk - 1) / recipe().key_mean_chunk; }
 std::size_t Sage2Problem::element_offset(int b, int h, int t, int heads) const {
   const std::size_t d = std::size_t(head_dim), n = std::size_t(tokens), hs = std::size_t(heads);
