@@ -1,7 +1,8 @@
 // The fp32 per-thread steps of a quantized FlashAttention-style forward pass, written once for
 // the CPU pipeline (emulation/attention/) and the CUDA kernels (kernels/): both call these
 // functions, so a step cannot differ between them. Every operation is an IEEE single rounding
-// named explicitly (add_rn, mul_rn, fma_rn, div_rn): no contraction, no fast-math, no MUFU.
+// named explicitly (add_rn, mul_rn, fma_rn, div_rn): no contraction, no fast-math; MUFU only as the
+// sm90-ex2 exp2 unit, which the host reproduces bit for bit (emulation/sfu/ex2.hpp).
 //
 // One row r of a query block, one KV block j of `block_kv` keys, in the order a kernel runs it
 // (the contract the sage2-8b kernel and the emulated pipeline both follow):

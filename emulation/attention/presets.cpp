@@ -46,7 +46,7 @@ Pipeline fa2(bool bf16) {
   p.follows = std::string("FlashAttention-2 (Dao, 2023), forward on Hopper's mma.sync: ") + (bf16 ? "bf16" : "fp16") +
               " Q, K, V and P, fp32 accumulators, O kept in the P V accumulator and rescaled by alpha in place. Assumed: "
               "128 x 64 tiles with 4 warps (FA2's head-dim-128 forward); the softmax steps are the contract's with a "
-              "correctly rounded exp2 (FA2 runs MUFU.EX2, which is not modeled)";
+              "correctly rounded exp2 (FA2 runs MUFU.EX2: --set exp2=sm90-ex2 gives its model)";
   const Format f = bf16 ? formats::bf16 : formats::fp16;
   p.q = p.k = p.v = {f, Granularity::none};
   p.qk.instruction = p.pv.instruction = bf16 ? kHmmaBf16 : kHmmaF16;

@@ -2,8 +2,9 @@
 // Host code only; callers need no CUDA headers (device pointers are void*, streams an integer).
 //
 // What the kernels compute is the recipe of emulation/attention/sage2_hopper.hpp, step for step
-// through emulation/attention/kernel_steps.hpp, so the emulated `sage2-8b` pipeline predicts every
-// bit of the output and of the log-sum-exp:
+// through emulation/attention/kernel_steps.hpp, so the emulated `sage2-8b` pipeline (with
+// Sage2Problem::exp2 = sm90_ex2: `sage2-8b-ex2`) predicts every bit of the output and of the
+// log-sum-exp:
 //   1. sage2_quantize: fp16/bf16 Q, K, V -> K mean (chunked double sums), per-thread INT8 Q (its
 //      scale folded with log2(e)/sqrt(d)) and K' = K - mean, per-channel E4M3 V stored as V^T.
 //   2. sage2_attention_quantized: S = Q K'^T (wgmma s8), online softmax, P in E4M3 at 448,
