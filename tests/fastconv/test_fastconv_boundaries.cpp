@@ -11,7 +11,8 @@
 // of them where mismatches would be, in seconds. The bfloat16 input is checked on all 2^16
 // inputs for every combination. Streaming stores are also checked at every output alignment and
 // size up to a few steps, never writing outside the output, and on both sides of the size from
-// which the encoders take them.
+// which the encoders take them (fastconv::kStreamingBytes: 32 MiB of output, so that case holds
+// about 300 MiB).
 #include <catch2/catch.hpp>
 #include <xmmintrin.h>
 
@@ -256,6 +257,9 @@ std::vector<float> mixed_inputs(const Format& f, std::size_t count, std::uint64_
   return in;
 }
 
+std::uint32_t bits_of_input(float x) { return std::bit_cast<std::uint32_t>(x); }
+std::uint32_t bits_of_input(Bf16Bits x) { return std::uint32_t(x.bits) << 16; }
+
 std::vector<Code> scalar_codes(const Format& f, std::span<const float> in) {
   std::vector<Code> codes(in.size());
   for (std::size_t i = 0; i < in.size(); ++i) codes[i] = encode(f, double(in[i]), {});
@@ -316,7 +320,7 @@ TEST_CASE("streaming stores give the scalar codes at every output alignment and 
   fmt::print("streaming and regular stores: {} calls, every code equal to the scalar encode's\n", calls);
 }
 
-TEST_CASE("the encoders stream from kStreamingBytes of narrow output up, with the scalar codes on both sides",
+TEST_CASE("the encoders stream from kStreamingBytes of narrow output up, with the same codes on both sides",
           "[fastconv][streaming]") {
   const auto isa = fastconv::best_available();
   if (!isa) {
@@ -345,24 +349,45 @@ TEST_CASE("the encoders stream from kStreamingBytes of narrow output up, with th
                             formats::e4m3, std::span<const float>(few), std::span<std::uint8_t>(narrow), {}),
       Catch::Contains("streaming stores serve only"));
 
-  // The public encoders just below and above the limit (and by an odd amount past it).
-  const std::vector<float> in = mixed_inputs(formats::e4m3, 2 * kLimit + 75, 7);
-  const auto compare = [&]<class Out>(const Format& f, std::size_t count, bool packed, Out) {
-    const std::span<const float> inputs(in.data(), count);
-    std::vector<Out> out(packed ? (count + 1) / 2 : count);
+  // The public encoders just below, at and above the limit (and by an odd amount past it), against
+  // the fast path with regular stores (which the tests above and exhaustive_fastconv check against
+  // the scalar encode) on every input and the scalar encode on every 4099th. Float32 inputs for
+  // 8-bit codes, bfloat16 for 16-bit and packed codes (half the memory: 128 MiB each).
+  const std::vector<float> floats = mixed_inputs(formats::e4m3, kLimit + 37, 7);
+  std::vector<Bf16Bits> bf16s(2 * kLimit + 75);
+  std::mt19937_64 rng(8);
+  for (Bf16Bits& x : bf16s) x = Bf16Bits{std::uint16_t(rng())};
+  const auto compare = [&]<class In, class Out>(const std::vector<In>& all, const Format& f, std::size_t count,
+                                                bool packed, Out) {
+    const std::span<const In> in(all.data(), count);
+    std::vector<Out> out(packed ? (count + 1) / 2 : count), regular(out.size());
+    const fastconv::Variant regular_stores{*isa, fastconv::Algorithm::split, fastconv::Stores::regular};
     if constexpr (sizeof(Out) == 1)
-      if (packed) encode_packed4(f, inputs, std::span<std::uint8_t>(out));
-    if (!packed) encode(f, inputs, std::span<Out>(out));
-    const std::vector<Code> expected = scalar_codes(f, inputs);
-    std::size_t mismatches = 0;
-    for (std::size_t i = 0; i < count; ++i) mismatches += code_at(out.data(), i, packed) != expected[i];
+      if (packed) {
+        encode_packed4(f, in, std::span<std::uint8_t>(out));
+        fastconv::encode_packed4_with(regular_stores, f, in, std::span<std::uint8_t>(regular), {});
+      }
+    if (!packed) {
+      encode(f, in, std::span<Out>(out));
+      fastconv::encode_with(regular_stores, f, in, std::span<Out>(regular), {});
+    }
+    std::size_t mismatches = 0, scalar_mismatches = 0, scalar_compared = 0;
+    for (std::size_t j = 0; j < out.size(); ++j) mismatches += out[j] != regular[j];
+    for (std::size_t i = 0; i < count; i += 4099, ++scalar_compared) {
+      const float x = std::bit_cast<float>(bits_of_input(in[i]));
+      scalar_mismatches += code_at(out.data(), i, packed) != encode(f, double(x), {});
+    }
+    const bool streamed = fastconv::streams(by_size, sizeof(Out), out.size() * sizeof(Out), packed);
     INFO(fmt::format("{}{}: {} inputs, {} output bytes, streaming: {}", format_name(f), packed ? " packed" : "", count,
-                     out.size() * sizeof(Out), fastconv::streams(by_size, sizeof(Out), out.size() * sizeof(Out), packed)));
+                     out.size() * sizeof(Out), streamed));
+    CHECK(streamed == (out.size() * sizeof(Out) >= kLimit));
     CHECK(mismatches == 0);
+    CHECK(scalar_compared > 1000);
+    CHECK(scalar_mismatches == 0);
   };
-  for (const std::size_t count : {kLimit - 1, kLimit, kLimit + 37}) compare(formats::e4m3, count, false, std::uint8_t{});
+  for (const std::size_t count : {kLimit - 1, kLimit, kLimit + 37}) compare(floats, formats::e4m3, count, false, std::uint8_t{});
   for (const std::size_t count : {kLimit / 2 - 1, kLimit / 2, kLimit / 2 + 19})
-    compare(formats::bf16, count, false, std::uint16_t{});
+    compare(bf16s, formats::bf16, count, false, std::uint16_t{});
   for (const std::size_t count : {2 * kLimit - 2, 2 * kLimit, 2 * kLimit + 75})
-    compare(formats::e2m1, count, true, std::uint8_t{});
+    compare(bf16s, formats::e2m1, count, true, std::uint8_t{});
 }
