@@ -127,7 +127,8 @@ template <bool Exotic>
 struct SplitPlan {
   std::uint32_t origin_bits;    // float32 bits of the smallest normal 2^emin
   std::uint32_t shift;          // 23 - m: significand bits below the code's mantissa
-  std::uint32_t normal_offset;  // exponent field 1 at 2^emin (1 << 23), plus half an ulp less one for nearest-even
+  std::uint32_t normal_bias;    // exponent field 1 at 2^emin (1 << 23), plus half an ulp less one for nearest-even,
+                                // less origin_bits (mod 2^32): magnitude + normal_bias = rebased + offset
   std::uint32_t lsb_mask;       // 1 for nearest-even (a tie rounds up only from an odd code), 0 toward zero
   float below_scale;            // nearest-even: 2^(emin - m + 23), whose ulp is the subnormal spacing 2^(emin - m);
                                 // toward zero: 2^(m - emin), the spacing's inverse
@@ -149,15 +150,15 @@ template <class Lanes, bool Nearest>
   using F32 = typename Lanes::F32;
   constexpr std::int32_t kInfBits = 0x7f80'0000;
 
-  // 1. Magnitude bits, rebased on the smallest normal binade (negative below it, as int32).
+  // 1. Magnitude bits.
   const U32 magnitude = bits & 0x7fff'ffffu;
-  const U32 above = magnitude - p.origin_bits;
 
-  // 2. From that binade up, `above` is (binades above it, 23-bit significand): the offset makes
-  //    the first field the code's exponent field and rounds the bits the shift drops
-  //    (nearest-even: half an ulp less one, plus the kept lsb). A carry out of the mantissa
-  //    moves to the next binade by itself.
-  const U32 normal = (above + p.normal_offset + ((magnitude >> p.shift) & p.lsb_mask)) >> p.shift;
+  // 2. From the smallest normal binade up, the magnitude rebased on it is (binades above it,
+  //    23-bit significand): an offset makes the first field the code's exponent field and rounds
+  //    the bits the shift drops (nearest-even: half an ulp less one, plus the kept lsb). A carry
+  //    out of the mantissa moves to the next binade by itself. The plan's bias rebases and adds
+  //    the offset in one add.
+  const U32 normal = (magnitude + p.normal_bias + ((magnitude >> p.shift) & p.lsb_mask)) >> p.shift;
 
   // 3. Below it the code is |x| / spacing, rounded. Nearest-even: adding below_scale leaves a
   //    float whose ulp is the spacing, rounded by the add itself, and subtracting its bits
@@ -166,7 +167,7 @@ template <class Lanes, bool Nearest>
   U32 subnormal;
   if constexpr (Nearest) subnormal = U32(F32(magnitude) + p.below_scale) - p.below_scale_bits;
   else subnormal = U32(__builtin_convertvector(F32(magnitude) * p.below_scale, I32));
-  I32 code = I32(above) < 0 ? I32(subnormal) : I32(normal);
+  I32 code = magnitude < p.origin_bits ? I32(subnormal) : I32(normal);
 
   // 4. Overflow (Inf's bits overflow too: the format's range lies inside float32's); toward
   //    zero saturates finite values, while Inf follows the policy.
@@ -202,7 +203,7 @@ std::optional<SplitPlan> make_split_plan(const Format& f, const ConversionOption
   SplitPlan p{};
   p.origin_bits = std::uint32_t(127 + emin) << 23;
   p.shift = std::uint32_t(23 - m);
-  p.normal_offset = (std::uint32_t{1} << 23) + (nearest ? (std::uint32_t{1} << (p.shift - 1)) - 1 : 0);
+  p.normal_bias = (std::uint32_t{1} << 23) + (nearest ? (std::uint32_t{1} << (p.shift - 1)) - 1 : 0) - p.origin_bits;
   p.lsb_mask = nearest ? 1 : 0;
   p.below_scale = float(nearest ? pow2(emin - m + 23) : pow2(m - emin));
   p.below_scale_bits = std::bit_cast<std::uint32_t>(p.below_scale);
@@ -239,14 +240,15 @@ template <Output O> constexpr std::size_t output_index(std::size_t i) { return O
 [[gnu::always_inline]] inline std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
 [[gnu::always_inline]] inline std::uint32_t bits_of(Bf16Bits x) { return std::uint32_t(x.bits) << 16; }
 
-using Kernel = void (*)(const Plan&, const void* in, std::size_t n, void* out);
+// `streaming`: the split algorithm's narrow outputs take streaming stores (the others ignore it).
+using Kernel = void (*)(const Plan&, const void* in, std::size_t n, void* out, bool streaming);
 // Indexed by [input: float32, bf16][output].
 using KernelTable = std::array<std::array<Kernel, 4>, 2>;
 
 // The vocabulary of the split loops for one instruction set: its vectors of 32-bit lanes, loads
-// of float32 or bfloat16 bit patterns, and stores of four vectors of codes in each output width.
-// Codes are below 2^16 (2^8, 2^4 for the narrower outputs), so unsigned saturating packs are
-// exact narrowing.
+// of float32 or bfloat16 bit patterns, and stores of four vectors of codes in each output width,
+// regular or streaming (then `out` is aligned to the store's width). Codes are below 2^16 (2^8,
+// 2^4 for the narrower outputs), so unsigned saturating packs are exact narrowing.
 #pragma GCC push_options
 #pragma GCC target("arch=x86-64-v3")
 struct Avx2Lanes {
@@ -263,29 +265,46 @@ struct Avx2Lanes {
   static U32 load(const Bf16Bits* in) {
     return U32(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in))), 16));
   }
-  static void store(const U32 (&codes)[4], Code* out) { std::memcpy(out, codes, sizeof codes); }
+  template <bool Streaming>
+  static void put(void* out, __m256i v) {
+    if constexpr (Streaming) _mm256_stream_si256(static_cast<__m256i*>(out), v);
+    else _mm256_storeu_si256(static_cast<__m256i*>(out), v);
+  }
+  template <bool Streaming>
+  static void put(void* out, __m128i v) {
+    if constexpr (Streaming) _mm_stream_si128(static_cast<__m128i*>(out), v);
+    else _mm_storeu_si128(static_cast<__m128i*>(out), v);
+  }
+  template <bool Streaming>
+  static void store(const U32 (&codes)[4], Code* out) {
+    static_assert(!Streaming, "32-bit codes take regular stores");
+    std::memcpy(out, codes, sizeof codes);
+  }
   // packus interleaves the two 128-bit halves; the permutes restore element order.
   static __m256i words(U32 a, U32 b) {
     return _mm256_permute4x64_epi64(_mm256_packus_epi32(__m256i(a), __m256i(b)), 0b11'01'10'00);
   }
+  template <bool Streaming>
   static void store(const U32 (&codes)[4], std::uint16_t* out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), words(codes[0], codes[1]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + count * 2), words(codes[2], codes[3]));
+    put<Streaming>(out, words(codes[0], codes[1]));
+    put<Streaming>(out + count * 2, words(codes[2], codes[3]));
   }
   static __m256i bytes(const U32 (&codes)[4]) {
     const __m256i interleaved = _mm256_packus_epi16(_mm256_packus_epi32(__m256i(codes[0]), __m256i(codes[1])),
                                                     _mm256_packus_epi32(__m256i(codes[2]), __m256i(codes[3])));
     return _mm256_permutevar8x32_epi32(interleaved, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
   }
+  template <bool Streaming>
   static void store(const U32 (&codes)[4], std::uint8_t* out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), bytes(codes));
+    put<Streaming>(out, bytes(codes));
   }
   // Byte pairs as 16-bit words: low | high << 4 lands in the word's low byte.
+  template <bool Streaming>
   static void store_packed4(const U32 (&codes)[4], std::uint8_t* out) {
     const __m256i b = bytes(codes);
     const __m256i pairs = _mm256_and_si256(_mm256_or_si256(b, _mm256_srli_epi16(b, 4)), _mm256_set1_epi16(0xff));
     const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi16(pairs, pairs), 0b00'00'10'00);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm256_castsi256_si128(packed));
+    put<Streaming>(out, _mm256_castsi256_si128(packed));
   }
 };
 #pragma GCC pop_options
@@ -306,22 +325,48 @@ struct Avx512Lanes {
   static U32 load(const Bf16Bits* in) {
     return U32(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in))), 16));
   }
-  static void store(const U32 (&codes)[4], Code* out) { std::memcpy(out, codes, sizeof codes); }
-  // AVX-512 narrows by truncation in one instruction.
+  template <bool Streaming>
+  static void put(void* out, __m512i v) {
+    if constexpr (Streaming) _mm512_stream_si512(static_cast<__m512i*>(out), v);
+    else _mm512_storeu_si512(out, v);
+  }
+  template <bool Streaming>
+  static void put(void* out, __m256i v) {
+    if constexpr (Streaming) _mm256_stream_si256(static_cast<__m256i*>(out), v);
+    else _mm256_storeu_si256(static_cast<__m256i*>(out), v);
+  }
+  template <bool Streaming>
+  static void store(const U32 (&codes)[4], Code* out) {
+    static_assert(!Streaming, "32-bit codes take regular stores");
+    std::memcpy(out, codes, sizeof codes);
+  }
+  // Packs interleave the four 128-bit lanes; one permute restores element order (fewer
+  // instructions than narrowing each vector, 2 per vpmovdb).
+  static __m512i words(U32 a, U32 b) {
+    return _mm512_permutexvar_epi64(_mm512_setr_epi64(0, 2, 4, 6, 1, 3, 5, 7),
+                                    _mm512_packus_epi32(__m512i(a), __m512i(b)));
+  }
+  template <bool Streaming>
   static void store(const U32 (&codes)[4], std::uint16_t* out) {
-    for (std::size_t j = 0; j < 4; ++j)
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * count), _mm512_cvtepi32_epi16(__m512i(codes[j])));
+    put<Streaming>(out, words(codes[0], codes[1]));
+    put<Streaming>(out + count * 2, words(codes[2], codes[3]));
   }
+  static __m512i bytes(const U32 (&codes)[4]) {
+    const __m512i interleaved = _mm512_packus_epi16(_mm512_packus_epi32(__m512i(codes[0]), __m512i(codes[1])),
+                                                    _mm512_packus_epi32(__m512i(codes[2]), __m512i(codes[3])));
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15),
+                                    interleaved);
+  }
+  template <bool Streaming>
   static void store(const U32 (&codes)[4], std::uint8_t* out) {
-    for (std::size_t j = 0; j < 4; ++j)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j * count), _mm512_cvtepi32_epi8(__m512i(codes[j])));
+    put<Streaming>(out, bytes(codes));
   }
-  // Codes 2i and 2i+1 as one 64-bit lane: low | high << 4 lands in its low byte.
+  // Byte pairs as 16-bit words: low | high << 4 lands in the word's low byte, which the
+  // truncating narrow keeps.
+  template <bool Streaming>
   static void store_packed4(const U32 (&codes)[4], std::uint8_t* out) {
-    for (std::size_t j = 0; j < 4; ++j) {
-      const __m512i pairs = _mm512_or_si512(__m512i(codes[j]), _mm512_srli_epi64(__m512i(codes[j]), 28));
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j * count / 2), _mm512_cvtepi64_epi8(pairs));
-    }
+    const __m512i b = bytes(codes);
+    put<Streaming>(out, _mm512_cvtepi16_epi8(_mm512_or_si512(b, _mm512_srli_epi16(b, 4))));
   }
 };
 #pragma GCC pop_options
@@ -343,7 +388,7 @@ constexpr std::size_t kBlock = 512;  // even
     for (std::size_t i = 0; i < n; ++i) out[i] = encode_one<Exotic>(p, bits_of(in[i]));                       \
   }                                                                                                           \
   template <bool Exotic, class In, Output O>                                                                  \
-  TARGET void bit_fields(const Plan& plan, const void* input, std::size_t n, void* output) {                  \
+  TARGET void bit_fields(const Plan& plan, const void* input, std::size_t n, void* output, bool) {            \
     const In* in = static_cast<const In*>(input);                                                             \
     auto* out = static_cast<OutputType<O>*>(output);                                                          \
     if constexpr (O == Output::code32) {                                                                      \
@@ -364,29 +409,47 @@ constexpr std::size_t kBlock = 512;  // even
     }                                                                                                         \
   }                                                                                                           \
   /* Four vectors of inputs to codes in the output's width. */                                                \
-  template <bool Nearest, class In, Output O>                                                                 \
+  template <bool Nearest, class In, Output O, bool Streaming>                                                 \
   [[gnu::always_inline]] TARGET inline void split_step(const SplitPlan& p, const In* in, OutputType<O>* out) { \
     typename LANES::U32 codes[4];                                                                             \
     for (std::size_t j = 0; j < 4; ++j) codes[j] = encode_split<LANES, Nearest>(p, LANES::load(in + j * LANES::count)); \
-    if constexpr (O == Output::packed4) LANES::store_packed4(codes, out);                                     \
-    else LANES::store(codes, out);                                                                            \
+    if constexpr (O == Output::packed4) LANES::template store_packed4<Streaming>(codes, out);                 \
+    else LANES::template store<Streaming>(codes, out);                                                        \
   }                                                                                                           \
+  /* Whole steps with regular stores, then the tail through padded copies; +0 pads, and its code 0 */         \
+  /* leaves an odd packed tail's high nibble 0. */                                                             \
   template <bool Nearest, class In, Output O>                                                                 \
-  TARGET void split(const Plan& plan, const void* input, std::size_t n, void* output) {                       \
-    const SplitPlan p = *plan.split;                                                                          \
-    const In* in = static_cast<const In*>(input);                                                             \
-    auto* out = static_cast<OutputType<O>*>(output);                                                          \
+  TARGET void split_regular(const SplitPlan& p, const In* in, std::size_t n, OutputType<O>* out) {            \
     constexpr std::size_t step = 4 * LANES::count;                                                            \
     std::size_t i = 0;                                                                                        \
-    for (; i + step <= n; i += step) split_step<Nearest, In, O>(p, in + i, out + output_index<O>(i));         \
+    for (; i + step <= n; i += step) split_step<Nearest, In, O, false>(p, in + i, out + output_index<O>(i));  \
     if (i == n) return;                                                                                       \
-    /* The tail through padded copies; +0 pads, and its code 0 leaves an odd packed tail's high nibble 0. */  \
     In tail_in[step] = {};                                                                                    \
     OutputType<O> tail_out[step];                                                                             \
     std::copy(in + i, in + n, tail_in);                                                                       \
-    split_step<Nearest, In, O>(p, tail_in, tail_out);                                                         \
+    split_step<Nearest, In, O, false>(p, tail_in, tail_out);                                                  \
     const std::size_t tail_outputs = O == Output::packed4 ? (n - i + 1) / 2 : n - i;                          \
     std::copy_n(tail_out, tail_outputs, out + output_index<O>(i));                                            \
+  }                                                                                                           \
+  /* Streaming: regular stores up to the output's first 64-byte boundary (an even number of inputs */         \
+  /* when packed), streaming ones for the whole steps after it, regular ones for the tail. */                 \
+  template <bool Nearest, class In, Output O>                                                                 \
+  TARGET void split(const Plan& plan, const void* input, std::size_t n, void* output, bool streaming) {       \
+    const SplitPlan p = *plan.split;                                                                          \
+    const In* in = static_cast<const In*>(input);                                                             \
+    auto* out = static_cast<OutputType<O>*>(output);                                                          \
+    std::size_t i = 0;                                                                                        \
+    if constexpr (O != Output::code32) {                                                                      \
+      if (streaming) {                                                                                        \
+        constexpr std::size_t step = 4 * LANES::count, inputs_per_byte = O == Output::packed4 ? 2 : 1;        \
+        const std::size_t to_boundary = (64 - reinterpret_cast<std::uintptr_t>(out) % 64) % 64;              \
+        i = std::min(n, to_boundary / sizeof(OutputType<O>) * inputs_per_byte);                               \
+        split_regular<Nearest, In, O>(p, in, i, out);                                                         \
+        for (; i + step <= n; i += step) split_step<Nearest, In, O, true>(p, in + i, out + output_index<O>(i)); \
+        _mm_sfence(); /* the streaming stores are ordered before whatever the caller does next */             \
+      }                                                                                                       \
+    }                                                                                                         \
+    split_regular<Nearest, In, O>(p, in + i, n - i, out + output_index<O>(i));                                \
   }                                                                                                           \
   template <bool Exotic>                                                                                      \
   constexpr KernelTable bit_field_kernels{                                                                    \
@@ -509,7 +572,9 @@ void run_kernel(fastconv::Variant v, const Plan& plan, std::span<const In> in, s
                                                           : packed          ? Output::packed4
                                                                             : Output::code8;
   const std::size_t input = std::is_same_v<In, float> ? 0 : 1;
-  kKernels[std::size_t(v.isa)][std::size_t(family)][input][std::size_t(output)](plan, in.data(), in.size(), out.data());
+  const bool streaming = fastconv::streams(v, sizeof(Out), out.size_bytes(), packed);
+  kKernels[std::size_t(v.isa)][std::size_t(family)][input][std::size_t(output)](plan, in.data(), in.size(), out.data(),
+                                                                                 streaming);
 }
 
 int bits_per_code(std::size_t output_bytes, bool packed) { return packed ? 4 : int(8 * output_bytes); }
@@ -543,6 +608,9 @@ void encode_with_variant(fastconv::Variant v, const Format& f, std::span<const I
   if (v.algorithm == fastconv::Algorithm::split && !fastconv::default_float_environment())
     throw std::invalid_argument("fast encode, split: needs the default floating-point environment (MXCSR: round to "
                                 "nearest, denormal inputs not zero)");
+  if (v.stores == fastconv::Stores::streaming && (v.algorithm != fastconv::Algorithm::split || sizeof(Out) == 4))
+    throw std::invalid_argument("fast encode: streaming stores serve only the split algorithm's 8-bit, 16-bit and "
+                                "packed outputs");
   run_kernel(v, *make_plan(f, o), in, out, packed);
 }
 
@@ -645,7 +713,31 @@ std::optional<Algorithm> algorithm_used(const Format& f, const ConversionOptions
   return best_algorithm(*plan);
 }
 
-std::string to_string(Variant v) { return std::string(to_string(v.isa)) + " " + std::string(to_string(v.algorithm)); }
+std::string_view to_string(Stores stores) {
+  switch (stores) {
+    case Stores::by_size: return "stores by size";
+    case Stores::regular: return "regular stores";
+    case Stores::streaming: return "streaming stores";
+  }
+  return "?";
+}
+
+bool streams(Variant v, std::size_t element_bytes, std::size_t output_bytes, bool packed) {
+  if (v.algorithm != Algorithm::split || (element_bytes == sizeof(Code) && !packed)) return false;
+  switch (v.stores) {
+    case Stores::by_size: return output_bytes >= kStreamingBytes;
+    case Stores::regular: return false;
+    case Stores::streaming: return true;
+  }
+  return false;
+}
+
+// The stores are named only when chosen, so that the encoders' variant reads "avx512 split".
+std::string to_string(Variant v) {
+  std::string name = std::string(to_string(v.isa)) + " " + std::string(to_string(v.algorithm));
+  if (v.stores != Stores::by_size) name += ", " + std::string(to_string(v.stores));
+  return name;
+}
 
 template <class In, class Out>
 void encode_with(Variant v, const Format& f, std::span<const In> in, std::span<Out> out, const ConversionOptions& o) {

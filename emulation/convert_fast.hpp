@@ -19,9 +19,13 @@
 //
 // The span encoder `encode(Format, span<const float>, span<Code>, ...)` in convert.hpp takes this
 // path by itself whenever it supports the combination. The narrow outputs below write 1 or 2
-// bytes per code (or half a byte, packed) instead of 4.
+// bytes per code (or half a byte, packed) instead of 4. From fastconv::kStreamingBytes of narrow
+// output up, the split algorithm writes whole cache lines with streaming (non-temporal) stores:
+// an output that large leaves the caches anyway, and a line written whole is not read first
+// (5 bytes of memory traffic per float32 -> 8-bit code instead of 6).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -89,10 +93,26 @@ bool default_float_environment();
 // nothing where the fast path does not support (f, o) or the CPU has no variant.
 std::optional<Algorithm> algorithm_used(const Format& f, const ConversionOptions& o);
 
+// How the split algorithm writes narrow outputs (8-bit, 16-bit and packed codes; 32-bit codes and
+// the bit fields always take regular stores).
+enum class Stores : std::uint8_t {
+  by_size,    // streaming from kStreamingBytes of output up, else regular: what the encoders do
+  regular,
+  streaming,  // regular stores up to the first 64-byte boundary of the output, then streaming ones
+};
+std::string_view to_string(Stores stores);
+// Narrow outputs of at least this many bytes (32 MiB) take streaming stores under Stores::by_size:
+// an output that large will not stay in most last-level caches, where a smaller one may and would
+// be sent to memory by them. On the AVX-512 host of results/convert-avx512 (300 MiB of L3, the
+// bench's 16 MiB outputs staying in it) the two kinds were within a few percent: the memory probe
+// 4-9% faster with regular stores, the fast path 2-7% faster with streaming ones.
+inline constexpr std::size_t kStreamingBytes = std::size_t{32} << 20;
+
 // One way of running the fast path.
 struct Variant {
   Isa isa;
   Algorithm algorithm;
+  Stores stores = Stores::by_size;
 };
 std::string to_string(Variant v);
 
@@ -101,10 +121,15 @@ std::string to_string(Variant v);
 // not support (f, o).
 bool encode_if_supported(const Format& f, std::span<const float> in, std::span<Code> out, const ConversionOptions& o);
 
+// Whether the variant writes an output of `output_bytes` bytes (packed: true) in elements of
+// `element_bytes` bytes with streaming stores.
+bool streams(Variant v, std::size_t element_bytes, std::size_t output_bytes, bool packed);
+
 // The fast path with a chosen variant. In is float or Bf16Bits; Out is Code, std::uint16_t or
 // std::uint8_t (one code each). Throw std::invalid_argument when the ISA is not available, the
-// algorithm cannot serve (f, o) or the floating-point environment (split), the code is wider
-// than the output or the sizes differ (as the narrow encoders).
+// algorithm cannot serve (f, o) or the floating-point environment (split), streaming stores are
+// asked of the bit fields or of 32-bit codes, the code is wider than the output or the sizes
+// differ (as the narrow encoders).
 template <class In, class Out>
 void encode_with(Variant v, const Format& f, std::span<const In> in, std::span<Out> out, const ConversionOptions& o);
 template <class In>

@@ -36,6 +36,8 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -165,7 +167,10 @@ InstructionCount count_instructions(const std::function<void()>& run) {
 }
 
 // The memory bound: a loop that reads the inputs and writes as many output bytes, with no
-// arithmetic to speak of (the top bits of each input), compiled for AVX2 like the fast path.
+// arithmetic to speak of (the top bits of each input), compiled for AVX2. With streaming stores
+// (as the fast path takes for large outputs) it writes each 4 KiB of output into a block that
+// stays in L1 and copies the block out with streaming stores, whole 64-byte lines from the
+// output's first line boundary on.
 inline std::uint32_t top_bits(float x, int bits) { return std::bit_cast<std::uint32_t>(x) >> (32 - bits); }
 inline std::uint32_t top_bits(Bf16Bits x, int bits) { return std::uint32_t(x.bits) >> (16 - bits); }
 template <class In, class Out>
@@ -176,6 +181,35 @@ template <class In>
 [[gnu::target("arch=x86-64-v3")]] void move_bytes_packed(const In* in, std::uint8_t* out, std::size_t n) {
   for (std::size_t j = 0; j < n / 2; ++j) out[j] = std::uint8_t(top_bits(in[2 * j], 4) | (top_bits(in[2 * j + 1], 4) << 4));
 }
+// `bytes` (a multiple of 64) from `block` to `out` (64-byte aligned) with streaming stores.
+[[gnu::target("arch=x86-64-v3")]] void stream_out(const std::uint8_t* block, std::uint8_t* out, std::size_t bytes) {
+  for (std::size_t j = 0; j < bytes; j += 32)
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j), _mm256_load_si256(reinterpret_cast<const __m256i*>(block + j)));
+}
+// The probe of n inputs into out (n / 2 bytes when packed, else n elements of Out).
+template <class In, class Out>
+void move_bytes(const In* in, Out* out, std::size_t n, bool packed, bool streaming) {
+  const auto move = [&](std::size_t first, std::size_t count, Out* to) {
+    if constexpr (sizeof(Out) == 1)
+      if (packed) return move_bytes_packed(in + first, to, count);
+    move_bytes(in + first, to, count);
+  };
+  const std::size_t inputs_per_byte = packed ? 2 : 1;
+  std::size_t i = 0;
+  if (streaming) {
+    constexpr std::size_t kBlockBytes = 4096;
+    alignas(64) std::uint8_t block[kBlockBytes];
+    const std::size_t inputs_per_block = kBlockBytes / sizeof(Out) * inputs_per_byte;
+    i = std::min(n, (64 - reinterpret_cast<std::uintptr_t>(out) % 64) % 64 / sizeof(Out) * inputs_per_byte);
+    move(0, i, out);
+    for (; i + inputs_per_block <= n; i += inputs_per_block) {
+      move(i, inputs_per_block, reinterpret_cast<Out*>(block));
+      stream_out(block, reinterpret_cast<std::uint8_t*>(out + i / inputs_per_byte), kBlockBytes);
+    }
+    _mm_sfence();
+  }
+  move(i, n - i, out + i / inputs_per_byte);
+}
 
 // One lowbit path of a case: a name, what it writes, how to run it on all inputs (and on the
 // first `prefix` of them), and its codes afterwards.
@@ -185,8 +219,11 @@ struct Path {
   std::function<void(std::size_t prefix)> run;
   std::function<Code(std::size_t)> code_at;
   bool fast = false;
-  double bytes_per_value = 0;                       // fast paths: bytes read and written per value
-  std::function<void()> move_same_bytes = nullptr;  // fast paths: the memory probe with those bytes
+  double bytes_per_value = 0;  // fast paths: bytes read and written per value
+  bool streams = false;        // fast paths: whether it writes all inputs' codes with streaming stores
+  std::function<void(bool streaming)> move_same_bytes = nullptr;  // fast paths: the memory probe with those bytes
+  // Fast narrow paths of the split algorithm: all inputs through it with the stores named.
+  std::function<void(fastconv::Stores)> run_with_stores = nullptr;
   Timing median{};
   std::size_t mismatches = 0;
 };
@@ -209,12 +246,20 @@ std::vector<Path> paths_for(const Case& c, const Format& f, const Inputs& in, Bu
                      for (std::size_t i = 0; i < prefix; ++i) b.reference[i] = encode(f, double(in.value(i, bf16)), o);
                    },
                    [&](std::size_t i) { return b.reference[i]; }});
+  const auto isa = fastconv::best_available();
+  const auto algorithm = fastconv::algorithm_used(f, o);
+  const bool split = isa && algorithm == fastconv::Algorithm::split;
   const auto fast = [&](std::string output, double out_bytes, std::function<void(std::size_t)> run,
-                        std::function<Code(std::size_t)> code_at, std::function<void()> probe) {
+                        std::function<Code(std::size_t)> code_at, std::function<void(bool)> probe,
+                        std::function<void(fastconv::Stores)> run_with_stores = nullptr) {
     Path p{"fast", std::move(output), std::move(run), std::move(code_at)};
     p.fast = true;
     p.bytes_per_value = in_bytes + out_bytes;
+    p.streams = isa && algorithm && probe &&
+                fastconv::streams({*isa, *algorithm}, out_bytes < 1 ? 1 : std::size_t(out_bytes),
+                                  std::size_t(out_bytes * double(n)), out_bytes < 1);
     p.move_same_bytes = std::move(probe);
+    if (split) p.run_with_stores = std::move(run_with_stores);
     paths.push_back(std::move(p));
   };
   if (!bf16) {
@@ -235,9 +280,14 @@ std::vector<Path> paths_for(const Case& c, const Format& f, const Inputs& in, Bu
           else encode(f, std::span(in.f32.data(), prefix), std::span<Out>(codes.data(), prefix), o);
         },
         [&](std::size_t i) { return Code(codes[i]); },
-        [&, bf16, n] {
-          if (bf16) move_bytes(in.bf16.data(), probe.data(), n);
-          else move_bytes(in.f32.data(), probe.data(), n);
+        [&, bf16, n](bool streaming) {
+          if (bf16) move_bytes(in.bf16.data(), probe.data(), n, false, streaming);
+          else move_bytes(in.f32.data(), probe.data(), n, false, streaming);
+        },
+        [&, f, o, bf16, isa](fastconv::Stores stores) {
+          const fastconv::Variant v{*isa, fastconv::Algorithm::split, stores};
+          if (bf16) fastconv::encode_with(v, f, std::span<const Bf16Bits>(in.bf16), std::span<Out>(codes), o);
+          else fastconv::encode_with(v, f, std::span<const float>(in.f32), std::span<Out>(codes), o);
         });
   };
   if (f.code_bits() <= 8) one_per_element(b.code8, b.probe8, "8-bit codes");
@@ -252,9 +302,15 @@ std::vector<Path> paths_for(const Case& c, const Format& f, const Inputs& in, Bu
           else encode_packed4(f, std::span(in.f32.data(), prefix), out, o);
         },
         [&](std::size_t i) { return Code(b.packed4[i / 2] >> (i % 2 ? 4 : 0)) & 0xF; },
-        [&, bf16, n] {
-          if (bf16) move_bytes_packed(in.bf16.data(), b.probe8.data(), n);
-          else move_bytes_packed(in.f32.data(), b.probe8.data(), n);
+        [&, bf16, n](bool streaming) {
+          if (bf16) move_bytes(in.bf16.data(), b.probe8.data(), n, true, streaming);
+          else move_bytes(in.f32.data(), b.probe8.data(), n, true, streaming);
+        },
+        [&, f, o, bf16, isa](fastconv::Stores stores) {
+          const fastconv::Variant v{*isa, fastconv::Algorithm::split, stores};
+          const std::span<std::uint8_t> out(b.packed4);
+          if (bf16) fastconv::encode_packed4_with(v, f, std::span<const Bf16Bits>(in.bf16), out, o);
+          else fastconv::encode_packed4_with(v, f, std::span<const float>(in.f32), out, o);
         });
   }
 #if LOWBIT_HAVE_CUDA_HEADERS
@@ -388,11 +444,15 @@ int main(int argc, char** argv) {
       "| input | format | overflow | path | output | ns/value | values/s | vs scalar reference | same codes |\n"
       "|---|---|---|---|---|---:|---:|---:|---|\n");
   std::string limits = fmt::format(
-      "| input | format | overflow | output | bytes/value | memory probe: values/s (GB/s) | fast path: values/s (GB/s) "
-      "| fast path in cache: values/s | instructions/value |\n|---|---|---|---|---:|---:|---:|---:|---:|\n");
+      "| input | format | overflow | output | bytes/value | the encoders' stores | memory probe, regular stores: "
+      "values/s (GB/s) | memory probe, streaming stores: values/s (GB/s) | fast path, regular stores: values/s (GB/s) | "
+      "fast path, streaming stores: values/s (GB/s) | fast path / probe, the encoders' stores | fast path in cache: "
+      "values/s | instructions/value |\n|---|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|\n");
   std::string csv =
       "input,format,overflow,path,output,variant,inputs,rounds,median_cpu_seconds,median_wall_seconds,"
-                    "values_per_second,ratio_vs_scalar,mismatches,bytes_per_value,memory_probe_values_per_second,"
+                    "values_per_second,ratio_vs_scalar,mismatches,bytes_per_value,streaming_stores,"
+                    "memory_probe_regular_values_per_second,memory_probe_streaming_values_per_second,"
+                    "fast_regular_values_per_second,fast_streaming_values_per_second,"
                     "cache_resident_values_per_second,instructions_per_value\n";
   bool all_identical = true;
   std::map<std::string, double> fast_rate;  // case name + output -> values/s of the fast path
@@ -428,27 +488,51 @@ int main(int argc, char** argv) {
       table += fmt::format("| {} | {} | {} | {} | {} | {:.3f} | {} | {:.1f}x | {} |\n", c.input, c.format, c.overflow(),
                            path_name, p.output, 1e9 * p.median.cpu / double(count), rate_text(rate),
                            scalar_seconds / p.median.cpu, same);
-      std::string probe_columns = ",,,";
+      std::string probe_columns = ",,,,,,,";
       if (p.fast && p.move_same_bytes) {
         fast_rate[c.name() + " " + p.output] = rate;
-        // The fast path again, beside its memory probe and its run in cache, in the same rounds.
+        // Its memory probe with regular and with streaming stores, the fast path with each (where
+        // it is the split algorithm's; otherwise as the encoders take it), and its run in cache,
+        // in the same rounds.
         const std::size_t repeats = count / cache_slice;
+        const auto with_stores = [&](fastconv::Stores stores) -> std::function<void()> {
+          if (p.run_with_stores) return [&p, stores] { p.run_with_stores(stores); };
+          return [&p, count] { p.run(count); };
+        };
         const std::vector<Timing> bounds = time_interleaved(
-            {[&] { p.run(count); }, p.move_same_bytes,
+            {[&] { p.move_same_bytes(false); }, [&] { p.move_same_bytes(true); }, with_stores(fastconv::Stores::regular),
+             with_stores(fastconv::Stores::streaming),
              [&] {
                for (std::size_t r = 0; r < repeats; ++r) p.run(cache_slice);
              }},
             repetitions);
+        // The codes of each kind of stores, checked like every path's.
+        for (const auto stores : {fastconv::Stores::regular, fastconv::Stores::streaming}) {
+          with_stores(stores)();
+          std::size_t differ = 0;
+          for (std::size_t i = 0; i < count; ++i) differ += p.code_at(i) != buffers.reference[i];
+          p.mismatches += differ;
+          all_identical = all_identical && differ == 0;
+        }
         const InstructionCount instructions = count_instructions([&] { p.run(count); });
-        const double again_rate = double(count) / bounds[0].cpu, probe_rate = double(count) / bounds[1].cpu,
-                     cached_rate = double(repeats * cache_slice) / bounds[2].cpu;
-        limits += fmt::format("| {} | {} | {} | {} | {} | {} ({:.1f}) | {} ({:.1f}) | {} | {} |\n", c.input, c.format,
-                              c.overflow(), p.output, p.bytes_per_value, rate_text(probe_rate),
-                              probe_rate * p.bytes_per_value * 1e-9, rate_text(again_rate),
-                              again_rate * p.bytes_per_value * 1e-9, rate_text(cached_rate),
-                              instructions.count ? fmt::format("{:.2f}", *instructions.count / double(count))
-                                                 : "not measured (" + instructions.why_not + ")");
-        probe_columns = fmt::format("{},{:.6g},{:.6g},{}", p.bytes_per_value, probe_rate, cached_rate,
+        const auto rate_of = [&](std::size_t k) { return double(count) / bounds[k].cpu; };
+        const double probe_regular = rate_of(0), probe_streaming = rate_of(1), fast_regular = rate_of(2),
+                     fast_streaming = rate_of(3), cached_rate = double(repeats * cache_slice) / bounds[4].cpu;
+        const auto gb = [&](double values_per_second) { return values_per_second * p.bytes_per_value * 1e-9; };
+        const std::string not_split = "as the encoders' (not split)";
+        limits += fmt::format(
+            "| {} | {} | {} | {} | {} | {} | {} ({:.1f}) | {} ({:.1f}) | {} | {} | {:.0f}% | {} | {} |\n", c.input, c.format,
+            c.overflow(), p.output, p.bytes_per_value, p.streams ? "streaming" : "regular", rate_text(probe_regular),
+            gb(probe_regular), rate_text(probe_streaming), gb(probe_streaming),
+            p.run_with_stores ? fmt::format("{} ({:.1f})", rate_text(fast_regular), gb(fast_regular)) : not_split,
+            p.run_with_stores ? fmt::format("{} ({:.1f})", rate_text(fast_streaming), gb(fast_streaming)) : not_split,
+            100 * (p.streams ? fast_streaming / probe_streaming : fast_regular / probe_regular), rate_text(cached_rate),
+            instructions.count ? fmt::format("{:.2f}", *instructions.count / double(count))
+                               : "not measured (" + instructions.why_not + ")");
+        probe_columns = fmt::format("{},{},{:.6g},{:.6g},{},{},{:.6g},{}", p.bytes_per_value, p.streams ? "yes" : "no",
+                                    probe_regular, probe_streaming,
+                                    p.run_with_stores ? fmt::format("{:.6g}", fast_regular) : "",
+                                    p.run_with_stores ? fmt::format("{:.6g}", fast_streaming) : "", cached_rate,
                                     instructions.count ? fmt::format("{:.4g}", *instructions.count / double(count)) : "");
       }
       csv += fmt::format("{},{},{},{},{},{},{},{},{:.6f},{:.6f},{:.6g},{:.4g},{},{}\n", c.input, c.format, c.overflow(),
@@ -545,11 +629,15 @@ int main(int argc, char** argv) {
       "machine does not count; the CSV has wall time too).\n\n"
       "## lowbit's paths\n\n{}\n"
       "## What bounds the fast path\n\n"
-      "Timed in the same rounds: the fast path on all inputs again; a memory probe, a loop reading the same inputs and "
-      "writing as many output bytes per value with no arithmetic, compiled for AVX2 (what no conversion moving those "
-      "bytes can beat by much); and the fast path on the first {} inputs, repeated, which stay in cache (its "
-      "instruction throughput). Instructions per value: the CPU's counter over one run of the fast path on all "
-      "inputs.\n\n{}\n"
+      "Timed in the same rounds: a memory probe, a loop reading the same inputs and writing as many output bytes per "
+      "value with no arithmetic, compiled for AVX2 (what no conversion moving those bytes can beat by much), with "
+      "regular stores and with streaming ones (it writes each 4 KiB into a block in L1 and streams the block out); "
+      "the fast path on all inputs with each kind of stores (fastconv::encode_with; its codes checked too); and the "
+      "fast path on the first {} inputs, repeated, which stay in cache (its instruction throughput). Streaming "
+      "stores do not read the output's lines before writing them (regular stores move as many bytes again as the "
+      "output, which bytes/value does not count), but they send the output to memory even where it would have "
+      "stayed in cache; the encoders take them from {} bytes of narrow output up (the column \"the encoders' "
+      "stores\"). Instructions per value: the CPU's counter over one run of the fast path on all inputs.\n\n{}\n"
       "## Side by side with the Python peers\n\n"
       "Each peer and lowbit (called through ctypes, `lowbit_c_api`) in one process on the same inputs, in rounds that "
       "alternate lowbit, peer, peer, lowbit, ...; the ratio is the median over rounds of the peer's CPU time over "
@@ -559,7 +647,8 @@ int main(int argc, char** argv) {
       "| conversion | lowbit values/s | >= 2e9/s per core | lowbit speed / torch copy_ >= 1.5 |\n|---|---:|---|---|\n{}\n"
       "Every lowbit path gave the scalar reference's codes on every input: {}.\n",
       provenance.comment_line(), command, provenance.cpu, provenance.compiler, isa ? fastconv::to_string(*isa) : "none",
-      peer_versions, count, fmt::join(sigmas, ", "), seed, repetitions, table, cache_slice, limits, peer_table,
+      peer_versions, count, fmt::join(sigmas, ", "), seed, repetitions, table, cache_slice, fastconv::kStreamingBytes,
+      limits, peer_table,
       isa ? fastconv::to_string(*isa) : "none", targets, all_identical ? "yes" : "NO");
   std::fputs(markdown.c_str(), stdout);
 

@@ -4,16 +4,17 @@
 #   build  configure (Release, Ninja, no CUDA kernels) and build only the conversion targets
 #   tests  test_fastconv_api, test_fastconv_boundaries (every bf16 input too), then every
 #          exhaustive_fastconv combination of tests/fastconv/CMakeLists.txt (ctest label
-#          "exhaustive"): all 2^32 float32 inputs against the scalar encode through every ISA the
-#          CPU has, both algorithms and each output width; each run uses every core
+#          "exhaustive"): all 2^32 float32 inputs against the scalar encode (its committed digests,
+#          tests/fastconv/reference/) through every ISA the CPU has, both algorithms, each output
+#          width and streaming stores; each run uses every core
 #   bench  bench_convert with the Python peers (torch, ml_dtypes where importable) into OUT_DIR
 #   all    the three in turn (default), then the summary
 # Environment: LOWBIT_BUILD_DIR (default build), LOWBIT_CMAKE_ARGS (extra cmake arguments, e.g.
 # -DCMAKE_PREFIX_PATH=...), LOWBIT_PEER_PYTHON (default python3), LOWBIT_BENCH_ARGS (extra
 # bench_convert arguments).
-# Time on 16 cores (estimate from 2-core runs: about 140 CPU seconds per exhaustive combination,
-# three quarters of it the scalar reference): build 2-3 min, tests 4-6 min, bench 2-3 min. Each
-# phase can run in a call of its own; the summary covers whatever OUT_DIR holds.
+# Time on 16 cores: build 2-3 min, tests 2-4 min (the scalar reference is computed in full only
+# for the two RECOMPUTE combinations), bench 2-3 min. Each phase can run in a call of its own; the
+# summary covers whatever OUT_DIR holds.
 # OUT_DIR receives: machine.txt (lscpu, compiler, Python peers), build.log, fastconv_api.log,
 # fastconv_boundaries.log, exhaustive.log, bench_convert.{md,csv,log}, bench_convert_peers.csv,
 # summary.txt.

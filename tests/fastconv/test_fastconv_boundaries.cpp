@@ -2,13 +2,17 @@
 // serve: every format of small_format_specs() (each preset of at most 16 bits and user specs of
 // every kind) x {nearest-even, toward zero} x every overflow policy the format allows, through
 // each instruction-set variant this CPU has, each algorithm that serves the combination and each
-// output width the format fits.
+// output width the format fits, the split algorithm's narrow outputs with regular and with
+// streaming stores.
 // Inputs: the float32 rounding boundaries of the format (each value and each midpoint between
 // neighbours, max finite and the point beyond it included, as the nearest float32 and the two
 // float32 either side), +-0, +-Inf, NaNs, float32 subnormals, both signs, and 2^20 random bit
 // patterns. exhaustive_fastconv checks 25 combinations on all 2^32 inputs; this test checks all
 // of them where mismatches would be, in seconds. The bfloat16 input is checked on all 2^16
-// inputs for every combination.
+// inputs for every combination. Streaming stores are also checked at every output alignment and
+// size up to a few steps, never writing outside the output, and on both sides of the size from
+// which the encoders take them (fastconv::kStreamingBytes: 32 MiB of output, so that case holds
+// about 300 MiB).
 #include <catch2/catch.hpp>
 #include <xmmintrin.h>
 
@@ -17,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -72,6 +77,7 @@ template <class In>
 struct Writer {
   std::string name;
   std::vector<Code> (*run)(fastconv::Variant, const Format&, const std::vector<In>&, const ConversionOptions&);
+  bool narrow = true;  // streaming stores serve it
 };
 
 template <class In, class Out>
@@ -92,14 +98,15 @@ std::vector<Code> run_packed4(fastconv::Variant v, const Format& f, const std::v
 // Every output width the format fits.
 template <class In>
 std::vector<Writer<In>> writers_for(const Format& f) {
-  std::vector<Writer<In>> writers{{"32-bit codes", run_one_per_element<In, Code>},
+  std::vector<Writer<In>> writers{{"32-bit codes", run_one_per_element<In, Code>, false},
                                   {"16-bit codes", run_one_per_element<In, std::uint16_t>}};
   if (f.code_bits() <= 8) writers.push_back({"8-bit codes", run_one_per_element<In, std::uint8_t>});
   if (f.code_bits() <= 4) writers.push_back({"packed 4-bit codes", run_packed4<In>});
   return writers;
 }
 
-// The variants (ISA the CPU has x algorithm that serves (f, o)); exits 77 where the CPU has none.
+// The variants (ISA the CPU has x algorithm that serves (f, o), and split with streaming stores);
+// exits 77 where the CPU has none.
 std::vector<fastconv::Variant> variants_for(const Format& f, const ConversionOptions& o) {
   std::vector<fastconv::Isa> isas;
   for (const auto isa : fastconv::all_isas())
@@ -111,7 +118,10 @@ std::vector<fastconv::Variant> variants_for(const Format& f, const ConversionOpt
   std::vector<fastconv::Variant> variants;
   for (const auto isa : isas)
     for (const auto algorithm : fastconv::all_algorithms())
-      if (!fastconv::algorithm_unsupported(algorithm, f, o)) variants.push_back({isa, algorithm});
+      if (!fastconv::algorithm_unsupported(algorithm, f, o)) {
+        variants.push_back({isa, algorithm});
+        if (algorithm == fastconv::Algorithm::split) variants.push_back({isa, algorithm, fastconv::Stores::streaming});
+      }
   return variants;
 }
 
@@ -125,6 +135,7 @@ std::size_t compare_all(const Format& f, const ConversionOptions& o, const std::
   for (const auto variant : variants_for(f, o)) {
     variants_seen.insert(fastconv::to_string(variant));
     for (const Writer<In>& w : writers_for<In>(f)) {
+      if (variant.stores == fastconv::Stores::streaming && !w.narrow) continue;
       const std::vector<Code> got = w.run(variant, f, in, o);
       std::size_t mismatches = 0, first = 0;
       for (std::size_t i = 0; i < in.size(); ++i)
@@ -171,10 +182,14 @@ TEST_CASE("fast encoder equals the scalar encode at every rounding boundary of e
              compared, fmt::join(variants_seen, ", "),
              lacking.empty() ? "" : "; not checked (this CPU lacks them):" + lacking);
   CHECK(combinations == 2 * policies_of_formats);
-  // Both algorithms served something on every ISA the CPU has.
-  for (const auto isa : fastconv::all_isas())
+  // Both algorithms, and split with streaming stores, served something on every ISA the CPU has.
+  for (const auto isa : fastconv::all_isas()) {
+    if (!fastconv::available(isa)) continue;
     for (const auto algorithm : fastconv::all_algorithms())
-      if (fastconv::available(isa)) CHECK(variants_seen.count(fastconv::to_string(fastconv::Variant{isa, algorithm})) == 1);
+      CHECK(variants_seen.count(fastconv::to_string(fastconv::Variant{isa, algorithm})) == 1);
+    const fastconv::Variant streaming{isa, fastconv::Algorithm::split, fastconv::Stores::streaming};
+    CHECK(variants_seen.count(fastconv::to_string(streaming)) == 1);
+  }
 }
 
 TEST_CASE("fast encoder equals the scalar encode on every bfloat16 input", "[fastconv][bf16]") {
@@ -226,4 +241,153 @@ TEST_CASE("the encoders take the bit fields where the floating-point environment
       CHECK(mismatches == 0);
     }
   }
+}
+
+namespace {
+
+// Random bit patterns, with the boundary inputs of f first: every kind of value in a short span.
+std::vector<float> mixed_inputs(const Format& f, std::size_t count, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> random(count);
+  for (float& x : random) x = std::bit_cast<float>(std::uint32_t(rng()));
+  std::vector<float> in = boundary_inputs(testing::ReferenceFormat(f), {});
+  std::shuffle(in.begin(), in.end(), rng);
+  in.insert(in.end(), random.begin(), random.end());
+  in.resize(count);
+  return in;
+}
+
+std::uint32_t bits_of_input(float x) { return std::bit_cast<std::uint32_t>(x); }
+std::uint32_t bits_of_input(Bf16Bits x) { return std::uint32_t(x.bits) << 16; }
+
+std::vector<Code> scalar_codes(const Format& f, std::span<const float> in) {
+  std::vector<Code> codes(in.size());
+  for (std::size_t i = 0; i < in.size(); ++i) codes[i] = encode(f, double(in[i]), {});
+  return codes;
+}
+
+// The codes of `stored` (count codes of Out, or packed), read back as 32-bit codes.
+template <class Out>
+Code code_at(const Out* stored, std::size_t i, bool packed) {
+  return packed ? (stored[i / 2] >> (i % 2 ? 4 : 0)) & 0xF : Code(stored[i]);
+}
+
+}  // namespace
+
+TEST_CASE("streaming stores give the scalar codes at every output alignment and size, and nothing outside",
+          "[fastconv][streaming]") {
+  constexpr std::uint8_t kGuard = 0xA5;
+  std::size_t calls = 0;
+  const auto check = [&]<class Out>(const Format& f, bool packed, Out) {
+    const std::vector<float> all = mixed_inputs(f, 1000, 6);
+    const std::vector<Code> expected = scalar_codes(f, all);
+    for (const auto isa : fastconv::all_isas()) {
+      if (!fastconv::available(isa)) continue;
+      for (const auto stores : {fastconv::Stores::streaming, fastconv::Stores::regular})
+        for (const std::size_t count : {0, 1, 2, 15, 31, 32, 33, 63, 64, 65, 127, 128, 129, 130, 255, 257, 1000})
+          for (std::size_t offset = 0; offset < 64 / sizeof(Out); ++offset) {
+            const std::size_t outputs = packed ? (count + 1) / 2 : count;
+            std::vector<Out> buffer(64 / sizeof(Out) + outputs + 64, Out(kGuard * 0x0101));
+            // Offsets from a 64-byte boundary, whatever the allocation's alignment.
+            const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(buffer.data()) % 64 / sizeof(Out);
+            const std::size_t start = (64 / sizeof(Out) - misaligned) % (64 / sizeof(Out)) + offset;
+            const std::span<Out> out(buffer.data() + start, outputs);
+            const std::span<const float> in(all.data(), count);
+            const fastconv::Variant v{isa, fastconv::Algorithm::split, stores};
+            if constexpr (sizeof(Out) == 1)
+              if (packed) fastconv::encode_packed4_with(v, f, in, out, {});
+            if (!packed) fastconv::encode_with(v, f, in, out, {});
+            ++calls;
+            std::size_t mismatches = 0, guards_changed = 0;
+            for (std::size_t i = 0; i < count; ++i) mismatches += code_at(out.data(), i, packed) != expected[i];
+            for (std::size_t j = 0; j < buffer.size(); ++j)
+              if (j < start || j >= start + outputs) guards_changed += buffer[j] != Out(kGuard * 0x0101);
+            INFO(fmt::format("{} {}{}: {} inputs at offset {} (elements of {} bytes)", fastconv::to_string(v),
+                             format_name(f), packed ? " packed" : "", count, offset, sizeof(Out)));
+            CHECK(mismatches == 0);
+            CHECK(guards_changed == 0);
+          }
+    }
+  };
+  check(formats::e4m3, false, std::uint8_t{});
+  check(formats::e2m1, false, std::uint8_t{});
+  check(formats::e2m1, true, std::uint8_t{});
+  check(formats::bf16, false, std::uint16_t{});
+  if (!fastconv::best_available()) {
+    std::puts("SKIPPED: this CPU has no variant of the fast path (AVX2 or AVX-512)");
+    std::exit(77);
+  }
+  fmt::print("streaming and regular stores: {} calls, every code equal to the scalar encode's\n", calls);
+}
+
+TEST_CASE("the encoders stream from kStreamingBytes of narrow output up, with the same codes on both sides",
+          "[fastconv][streaming]") {
+  const auto isa = fastconv::best_available();
+  if (!isa) {
+    std::puts("SKIPPED: this CPU has no variant of the fast path (AVX2 or AVX-512)");
+    std::exit(77);
+  }
+  const fastconv::Variant by_size{*isa, fastconv::Algorithm::split};
+  constexpr std::size_t kLimit = fastconv::kStreamingBytes;
+  for (const std::size_t element_bytes : {1, 2}) {
+    CHECK_FALSE(fastconv::streams(by_size, element_bytes, kLimit - element_bytes, false));
+    CHECK(fastconv::streams(by_size, element_bytes, kLimit, false));
+  }
+  CHECK_FALSE(fastconv::streams(by_size, 1, kLimit - 1, true));
+  CHECK(fastconv::streams(by_size, 1, kLimit, true));
+  // 32-bit codes and the bit fields never stream; streaming asked of them is an error.
+  CHECK_FALSE(fastconv::streams(by_size, sizeof(Code), 64 * kLimit, false));
+  CHECK_FALSE(fastconv::streams({*isa, fastconv::Algorithm::bit_fields}, 1, 64 * kLimit, false));
+  std::vector<float> few(8, 1.0f);
+  std::vector<Code> wide(8);
+  std::vector<std::uint8_t> narrow(8);
+  CHECK_THROWS_WITH(fastconv::encode_with(fastconv::Variant{*isa, fastconv::Algorithm::split, fastconv::Stores::streaming},
+                                          formats::e4m3, std::span<const float>(few), std::span<Code>(wide), {}),
+                    Catch::Contains("streaming stores serve only"));
+  CHECK_THROWS_WITH(
+      fastconv::encode_with(fastconv::Variant{*isa, fastconv::Algorithm::bit_fields, fastconv::Stores::streaming},
+                            formats::e4m3, std::span<const float>(few), std::span<std::uint8_t>(narrow), {}),
+      Catch::Contains("streaming stores serve only"));
+
+  // The public encoders just below, at and above the limit (and by an odd amount past it), against
+  // the fast path with regular stores (which the tests above and exhaustive_fastconv check against
+  // the scalar encode) on every input and the scalar encode on every 4099th. Float32 inputs for
+  // 8-bit codes, bfloat16 for 16-bit and packed codes (half the memory: 128 MiB each).
+  const std::vector<float> floats = mixed_inputs(formats::e4m3, kLimit + 37, 7);
+  std::vector<Bf16Bits> bf16s(2 * kLimit + 75);
+  std::mt19937_64 rng(8);
+  for (Bf16Bits& x : bf16s) x = Bf16Bits{std::uint16_t(rng())};
+  const auto compare = [&]<class In, class Out>(const std::vector<In>& all, const Format& f, std::size_t count,
+                                                bool packed, Out) {
+    const std::span<const In> in(all.data(), count);
+    std::vector<Out> out(packed ? (count + 1) / 2 : count), regular(out.size());
+    const fastconv::Variant regular_stores{*isa, fastconv::Algorithm::split, fastconv::Stores::regular};
+    if constexpr (sizeof(Out) == 1)
+      if (packed) {
+        encode_packed4(f, in, std::span<std::uint8_t>(out));
+        fastconv::encode_packed4_with(regular_stores, f, in, std::span<std::uint8_t>(regular), {});
+      }
+    if (!packed) {
+      encode(f, in, std::span<Out>(out));
+      fastconv::encode_with(regular_stores, f, in, std::span<Out>(regular), {});
+    }
+    std::size_t mismatches = 0, scalar_mismatches = 0, scalar_compared = 0;
+    for (std::size_t j = 0; j < out.size(); ++j) mismatches += out[j] != regular[j];
+    for (std::size_t i = 0; i < count; i += 4099, ++scalar_compared) {
+      const float x = std::bit_cast<float>(bits_of_input(in[i]));
+      scalar_mismatches += code_at(out.data(), i, packed) != encode(f, double(x), {});
+    }
+    const bool streamed = fastconv::streams(by_size, sizeof(Out), out.size() * sizeof(Out), packed);
+    INFO(fmt::format("{}{}: {} inputs, {} output bytes, streaming: {}", format_name(f), packed ? " packed" : "", count,
+                     out.size() * sizeof(Out), streamed));
+    CHECK(streamed == (out.size() * sizeof(Out) >= kLimit));
+    CHECK(mismatches == 0);
+    CHECK(scalar_compared > 1000);
+    CHECK(scalar_mismatches == 0);
+  };
+  for (const std::size_t count : {kLimit - 1, kLimit, kLimit + 37}) compare(floats, formats::e4m3, count, false, std::uint8_t{});
+  for (const std::size_t count : {kLimit / 2 - 1, kLimit / 2, kLimit / 2 + 19})
+    compare(bf16s, formats::bf16, count, false, std::uint16_t{});
+  for (const std::size_t count : {2 * kLimit - 2, 2 * kLimit, 2 * kLimit + 75})
+    compare(bf16s, formats::e2m1, count, true, std::uint8_t{});
 }
