@@ -95,39 +95,39 @@ int main(int argc, char** argv) {
       for (const auto& mode : causal_modes)
         for (int n : tokens)
           for (const auto& unit : exp2_units) {
-          Sage2Problem p;
-          const bool ex2 = unit == "sm90-ex2";
-          p.exp2 = ex2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2 : lowbit::attention::steps::Exp2Unit::polynomial;
-          p.batch = batch;
-          p.heads_q = p.heads_kv = heads;
-          p.tokens = n;
-          p.head_dim = d;
-          p.causal = mode == "yes";
-          if (auto why = p.validate()) throw std::invalid_argument(*why);
-          const std::size_t count = p.elements(heads);
-          Device<std::uint16_t> q(count), k(count), v(count), out(count);
-          Device<float> lse(std::size_t(batch) * heads * n);
-          const std::uint64_t seed = bench::attention_seed(d, p.causal, n);
-          bench::fill_attention_inputs(p, q.p, k.p, v.p);
-          kernels::attention::Sage2Workspace workspace(p);
-          kernels::attention::sage2_quantize(p, q.p, k.p, v.p, workspace.buffers());
-          const double kernel_ms = median_ms(warmup, repeats, [&] {
-            kernels::attention::sage2_attention_quantized(p, workspace.buffers(), out.p, lse.p);
-          });
-          const double e2e_ms = median_ms(warmup, repeats, [&] {
-            kernels::attention::sage2_attention(p, q.p, k.p, v.p, workspace, out.p, lse.p);
-          });
-          check_cuda(cudaDeviceSynchronize(), "bench_attention");
-          const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (p.causal ? 2 : 1);
-          const double kernel_tops = ops / (kernel_ms * 1e-3) / 1e12, e2e_tops = ops / (e2e_ms * 1e-3) / 1e12;
-          fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f}\n", gpu->name.substr(0, 12), unit,
-                     d, mode, n, kernel_ms, kernel_tops, e2e_ms, e2e_tops);
-          std::fflush(stdout);
-          for (const auto& [kernel, ms, tops] : {std::tuple{ex2 ? "lowbit_ex2" : "lowbit", kernel_ms, kernel_tops},
-                                                 std::tuple{ex2 ? "lowbit_ex2_e2e" : "lowbit_e2e", e2e_ms, e2e_tops}})
-            rows.push_back({{"kernel", kernel}, {"d", d}, {"causal", p.causal}, {"n", n}, {"batch", batch}, {"heads", heads},
-                            {"ms", ms}, {"tops", tops}, {"seed", seed}});
-        }
+            Sage2Problem p;
+            const bool ex2 = unit == "sm90-ex2";
+            p.exp2 = ex2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2 : lowbit::attention::steps::Exp2Unit::polynomial;
+            p.batch = batch;
+            p.heads_q = p.heads_kv = heads;
+            p.tokens = n;
+            p.head_dim = d;
+            p.causal = mode == "yes";
+            if (auto why = p.validate()) throw std::invalid_argument(*why);
+            const std::size_t count = p.elements(heads);
+            Device<std::uint16_t> q(count), k(count), v(count), out(count);
+            Device<float> lse(std::size_t(batch) * heads * n);
+            const std::uint64_t seed = bench::attention_seed(d, p.causal, n);
+            bench::fill_attention_inputs(p, q.p, k.p, v.p);
+            kernels::attention::Sage2Workspace workspace(p);
+            kernels::attention::sage2_quantize(p, q.p, k.p, v.p, workspace.buffers());
+            const double kernel_ms = median_ms(warmup, repeats, [&] {
+              kernels::attention::sage2_attention_quantized(p, workspace.buffers(), out.p, lse.p);
+            });
+            const double e2e_ms = median_ms(warmup, repeats, [&] {
+              kernels::attention::sage2_attention(p, q.p, k.p, v.p, workspace, out.p, lse.p);
+            });
+            check_cuda(cudaDeviceSynchronize(), "bench_attention");
+            const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (p.causal ? 2 : 1);
+            const double kernel_tops = ops / (kernel_ms * 1e-3) / 1e12, e2e_tops = ops / (e2e_ms * 1e-3) / 1e12;
+            fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f}\n", gpu->name.substr(0, 12), unit,
+                       d, mode, n, kernel_ms, kernel_tops, e2e_ms, e2e_tops);
+            std::fflush(stdout);
+            for (const auto& [kernel, ms, tops] : {std::tuple{ex2 ? "lowbit_ex2" : "lowbit", kernel_ms, kernel_tops},
+                                                   std::tuple{ex2 ? "lowbit_ex2_e2e" : "lowbit_e2e", e2e_ms, e2e_tops}})
+              rows.push_back({{"kernel", kernel}, {"d", d}, {"causal", p.causal}, {"n", n}, {"batch", batch}, {"heads", heads},
+                              {"ms", ms}, {"tops", tops}, {"seed", seed}});
+          }
     if (!json.empty()) {
       Provenance prov = Provenance::current();
       prov.gpu = gpu->name;
