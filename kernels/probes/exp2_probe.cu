@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "emulation/attention/kernel_steps.hpp"
+#include "emulation/sfu/ex2.hpp"
 #include "kernels/device.hpp"
 
 namespace lowbit::kernels {
@@ -14,15 +15,9 @@ namespace {
 
 namespace steps = lowbit::attention::steps;
 
-__device__ inline float ex2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <Exp2Implementation I>
 __device__ inline float evaluate(float x) {
-  if constexpr (I == Exp2Implementation::ex2_approx) return ex2_approx(x);
+  if constexpr (I == Exp2Implementation::ex2_approx) return sfu::sm90_ex2(x);  // the instruction itself on the device
   else if constexpr (I == Exp2Implementation::poly_degree5) return steps::poly_exp2(x, steps::exp2_degree5());
   else return steps::poly_exp2(x, steps::exp2_degree6());
 }

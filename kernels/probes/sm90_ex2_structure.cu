@@ -17,13 +17,11 @@
 #include <cstring>
 #include <vector>
 
+#include "emulation/sfu/ex2.hpp"  // sfu::sm90_ex2: the instruction on the device
+
 namespace {
 
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
+using lowbit::sfu::sm90_ex2;
 
 void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) {
@@ -49,7 +47,7 @@ struct Tables {
 
 __global__ void fill(float* t, int fraction_bits, float sign) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < (1u << fraction_bits)) t[i] = ex2(sign * ldexpf(float(i), -fraction_bits));
+  if (i < (1u << fraction_bits)) t[i] = sm90_ex2(sign * ldexpf(float(i), -fraction_bits));
 }
 
 __device__ float model(float x, Hypothesis h, const Tables& tables) {
@@ -80,7 +78,7 @@ __global__ void sweep(Tables tables, unsigned long long* mismatches, std::uint32
   for (std::uint64_t u = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < (1ull << 32); u += stride) {
     const float x = __uint_as_float(std::uint32_t(u));
     if (!(fabsf(x) < 130.0f)) continue;
-    const float y = ex2(x);
+    const float y = sm90_ex2(x);
     for (int h = 0; h < kHypotheses; ++h) {
       if (__float_as_uint(model(x, kModels[h], tables)) == __float_as_uint(y)) continue;
       atomicAdd(&local[h * kBuckets + int(u >> 23)], 1u);
@@ -151,14 +149,14 @@ int hypotheses() {
 // ---- tables ---------------------------------------------------------------------------------------
 __global__ void fill_bits(std::uint32_t* t, float sign) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < (1u << 23)) t[i] = __float_as_uint(ex2(sign * ldexpf(float(i), -23)));
+  if (i < (1u << 23)) t[i] = __float_as_uint(sm90_ex2(sign * ldexpf(float(i), -23)));
 }
 __global__ void outside(unsigned long long* wrong, std::uint32_t* example) {
   const std::uint64_t stride = std::uint64_t(gridDim.x) * blockDim.x;
   for (std::uint64_t u = std::uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < (1ull << 32); u += stride) {
     const float x = __uint_as_float(std::uint32_t(u));
     if (fabsf(x) < 130.0f) continue;
-    const float y = ex2(x);
+    const float y = sm90_ex2(x);
     const bool expected = isnan(x) ? isnan(y) : x < 0 ? __float_as_uint(y) == 0u : y == INFINITY;
     if (!expected && atomicAdd(wrong, 1ull) == 0) example[0] = std::uint32_t(u), example[1] = __float_as_uint(y);
   }
