@@ -81,7 +81,7 @@ Pipeline sage1() {
 Pipeline sage2_8b(int head_dim, steps::Exp2Unit exp2) {
   const Sage2HopperRecipe r = sage2_8b_hopper(head_dim, exp2);
   Pipeline p;
-  p.name = exp2 == steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
+  p.name = sage2_8b_preset(exp2);
   p.follows =
       "SageAttention2-8b (Zhang et al., ICML 2025) as the Hopper kernel of kernels/ runs it (sage2_hopper.hpp): K "
       "smoothed by its chunked mean, per-thread INT8 Q and K with the wgmma s8 groups, E4M3 P at 448 folded into the "

@@ -96,5 +96,9 @@ LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim, steps::Exp2U
   if (exp2 == steps::Exp2Unit::sm90_ex2) r.exp2 = steps::exp2_sm90_ex2();
   return r;
 }
+// The name of the emulated preset that follows the kernel built with that exp2 unit.
+constexpr const char* sage2_8b_preset(steps::Exp2Unit exp2) {
+  return exp2 == steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
+}
 
 }  // namespace lowbit::attention

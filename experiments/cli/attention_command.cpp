@@ -101,7 +101,10 @@ AttentionRun run_emulated(const AttentionArgs& a, const TensorFile& q, const Ten
 // caller exits 77).
 std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q, const TensorFile& k, const TensorFile& v) {
   namespace ka = kernels::attention;
-  if (a.preset != "sage2-8b" && a.preset != "sage2-8b-ex2")
+  namespace st = attention::steps;
+  const std::string polynomial = attention::sage2_8b_preset(st::Exp2Unit::polynomial),
+                    ex2 = attention::sage2_8b_preset(st::Exp2Unit::sm90_ex2);
+  if (a.preset != polynomial && a.preset != ex2)
     throw std::invalid_argument("--device gpu runs the sage2-8b kernels (kernels/attention/: presets sage2-8b and "
                                 "sage2-8b-ex2); preset " + a.preset + " has no kernel here");
   if (!a.sets.empty()) throw std::invalid_argument("--device gpu: --set changes an emulated stage; the kernel runs its recipe");
@@ -125,7 +128,7 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
   p.head_dim = tq.dim;
   p.causal = a.causal;
   p.dtype = q.type == ElementType::f16 ? ka::DType::fp16 : ka::DType::bf16;
-  p.exp2 = a.preset == "sage2-8b-ex2" ? attention::steps::Exp2Unit::sm90_ex2 : attention::steps::Exp2Unit::polynomial;
+  p.exp2 = a.preset == ex2 ? st::Exp2Unit::sm90_ex2 : st::Exp2Unit::polynomial;
   if (auto why = p.validate()) throw std::invalid_argument("--device gpu: " + *why);
   const auto gpu = require_gpu("attention --device gpu");
   if (!gpu) return std::nullopt;

@@ -323,9 +323,7 @@ struct Args {
   lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;  // --exp2
 };
 
-const char* preset_name(lowbit::attention::steps::Exp2Unit exp2) {
-  return exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
-}
+using lowbit::attention::sage2_8b_preset;
 
 int run(const Args& args) {
   const auto gpu = lowbit::kernels::first_gpu();
@@ -344,9 +342,9 @@ int run(const Args& args) {
   // summary.json, rewritten after every configuration (a run cut short keeps what it checked).
   const auto write_summary = [&] {
     nlohmann::ordered_json doc;
-    doc["what"] = std::string(preset_name(args.exp2)) + " kernels on the GPU vs the emulated " + preset_name(args.exp2) +
+    doc["what"] = std::string(sage2_8b_preset(args.exp2)) + " kernels on the GPU vs the emulated " + sage2_8b_preset(args.exp2) +
                   " pipeline, bit for bit: output codes, LSE, quantized Q/K/V";
-    doc["reference"] = "attention::forward(preset(\"" + std::string(preset_name(args.exp2)) +
+    doc["reference"] = "attention::forward(preset(\"" + std::string(sage2_8b_preset(args.exp2)) +
                        "\", d)), output in the inputs' format "
                        "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +

@@ -30,8 +30,7 @@ Tensor4 to_tensor(const Sage2Problem& p, std::span<const std::uint16_t> x, int h
 }
 
 attention::Pipeline sage2_8b(const Sage2Problem& p) {
-  attention::Pipeline pl = attention::preset(
-      p.exp2 == attention::steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b", p.head_dim);
+  attention::Pipeline pl = attention::preset(attention::sage2_8b_preset(p.exp2), p.head_dim);
   pl.output = element_format(p.dtype);
   return pl;
 }
