@@ -20,6 +20,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/attention/sage2_hopper.hpp"
@@ -275,6 +276,8 @@ struct AttentionSmem {
   // consumers arrive, the producer waits).
   static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups;
   static_assert(kEmpty + kStages <= 16, "16 named barriers");
+  // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask).
+  static constexpr int stage_of(int i) { return int(unsigned(i) % kStages); }
 };
 
 // A tile stored in its shared-memory order (k_codes, v_codes), copied as contiguous bytes by the
@@ -355,7 +358,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
         sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
     };
     for (int i = 0; i < kv_count; ++i) {
-      const int j = kv_block(i), stage = i % Smem::kStages;
+      const int j = kv_block(i), stage = Smem::stage_of(i);
       if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
       if (i == 0)
         load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
@@ -367,17 +370,20 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       sm90::commit_copies();
       if (i >= 1) {
         sm90::wait_copies<1>();  // block i - 1's copies; block i's may still be in flight
-        announce((i - 1) % Smem::kStages);
+        announce(Smem::stage_of(i - 1));
       }
     }
     sm90::wait_copies<0>();
-    announce((kv_count - 1) % Smem::kStages);
+    announce(Smem::stage_of(kv_count - 1));
     return;
   }
 
   // The consumers: one warpgroup per 64 query rows.
   sm90::raise_registers<kConsumerRegisters>();
-  const int warpgroup = (threadIdx.x - kProducerThreads) / 128, thread = threadIdx.x % 128;
+  // (The warpgroup broadcast from lane 0: the compiler then knows it is the same in the whole warp,
+  // and keeps what derives from it, the wgmma descriptors, in uniform registers.)
+  const int warpgroup = __shfl_sync(0xffffffffu, (threadIdx.x - kProducerThreads) / 128, 0);
+  const int thread = threadIdx.x % 128;
   const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
   const int row0 = warpgroup * 64 + base.row;  // in the Q block; the thread also holds row0 + 8
   const quant::QkGroups& groups = groups_of(HeadDim);
@@ -391,6 +397,11 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   float m[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float offset[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float l[2] = {0.0f, 0.0f};
+  // The descriptors of this warpgroup's Q rows and of stage 0's K and V^T tiles; a k32 slice or a
+  // stage further is sm90::advance of them.
+  const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64), q_layout);
+  const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
+  const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
   // Carried from block i - 1 to block i: its P codes (the A fragment of its P V) and its alpha.
   std::uint32_t p_codes[kPGroups][4];
   float alpha_pending[2] = {0.0f, 0.0f};
@@ -399,18 +410,17 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   // Keys within each group of 32 are in the A fragment's order, V^T's rows in the same order
   // (kernels/sm90/fragment.hpp).
   const auto issue_values = [&](int i, float (&r_acc)[kOValues]) {
-    const std::uint8_t* v_tile = v_tiles + i % Smem::kStages * Smem::kVBytes;
+    const int v_tile = Smem::stage_of(i) * Smem::kVBytes;
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
-      PvWgmma::mma(r_acc, p_codes[g], sm90::matrix_descriptor(v_tile + v_layout.slice_offset(g, PvWgmma::kK), v_layout),
-                   g > 0);
+      PvWgmma::mma(r_acc, p_codes[g], sm90::advance(v_descriptor, v_tile + v_layout.slice_offset(g, PvWgmma::kK)), g > 0);
     sm90::wgmma_commit();
   };
   // Step 9 of block i once its R arrived: two-level accumulation; its stage may then be refilled
   // (the producer waits for the stages it will refill only).
   const auto accumulate_values = [&](int i, float (&r_acc)[kOValues]) {
     sm90::fence_registers(r_acc);
-    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + i % Smem::kStages, kEmptyThreads);
+    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + Smem::stage_of(i), kEmptyThreads);
 #pragma unroll
     for (int v = 0; v < kOValues; ++v)
       o[v] = steps::accumulate_output(o[v], alpha_pending[o_values[v].row / 8], r_acc[v]);
@@ -419,9 +429,11 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   // Block i's Q K'^T is issued with block i - 1's P V behind it, so the tensor cores run P V while
   // this warpgroup runs block i's softmax; the same steps on the same values as one block at a time.
   for (int i = 0; i < kv_count; ++i) {
-    const int j = kv_block(i), stage = i % Smem::kStages, kv0 = j * kBlockKv;
+    const int j = kv_block(i), stage = Smem::stage_of(i), kv0 = j * kBlockKv;
+    // The block's K scale is read before the waits (which the compiler cannot move a load across):
+    // its latency runs behind Q K'^T instead of between S and step 1.
+    const float k_scale = k_scales[(long long)j * p.k_groups];
     sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
-    const std::uint8_t* k_tile = k_tiles + stage * Smem::kKBytes;
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
     std::int32_t s_acc[kSValues];
@@ -429,10 +441,8 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     sm90::wgmma_fence();
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
-      SWgmma::mma(s_acc,
-                  sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64) +
-                                              q_layout.slice_offset(step, SWgmma::kK), q_layout),
-                  sm90::matrix_descriptor(k_tile + k_layout.slice_offset(step, SWgmma::kK), k_layout), step > 0);
+      SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
+                  sm90::advance(k_descriptor, stage * Smem::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
     if (i > 0) {
       issue_values(i - 1, r_acc);
@@ -443,27 +453,57 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     sm90::fence_registers(s_acc);
 
     // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
-    const float scale = steps::score_scale(q_scale, k_scales[(long long)j * p.k_groups]);
+    // Step 2 first takes the lane's maximum of each row, in kMaxChains interleaved chains. Without
+    // masked keys it runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so
+    // the largest score is the score of the largest accumulator, and the chains need not wait for
+    // step 1 (nor keep its results beside the accumulators).
+    constexpr int kMaxChains = 4;
+    static_assert(kPerRow % kMaxChains == 0, "whole chains");
+    const auto lane_max = [&](const auto& values, int h) {
+      std::remove_cvref_t<decltype(values[0])> chains[kMaxChains];
+#pragma unroll
+      for (int c = 0; c < kMaxChains; ++c) chains[c] = values[s_rows.value[h][c]];
+#pragma unroll
+      for (int k = kMaxChains; k < kPerRow; ++k) chains[k % kMaxChains] = max(chains[k % kMaxChains], values[s_rows.value[h][k]]);
+      return max(max(chains[0], chains[1]), max(chains[2], chains[3]));
+    };
+    const float scale = steps::score_scale(q_scale, k_scale);
+    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
+    float block_max[2];
+    if (!masked)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(lane_max(s_acc, h), scale);
     float x[kSValues];
 #pragma unroll
     for (int v = 0; v < kSValues; ++v) x[v] = steps::dequantize_score(s_acc[v], scale);
-    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
     if (masked) {
 #pragma unroll
       for (int v = 0; v < kSValues; ++v) {
         const int key = kv0 + base.col + s_values[v].col, query = q0 + row0 + s_values[v].row;
         if (key >= p.tokens || (Causal && key > query)) x[v] = steps::kNegativeInfinity;
       }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) block_max[h] = lane_max(x, h);
     }
+#pragma unroll
+    for (int lanes = 1; lanes <= 2; lanes *= 2)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffffu, block_max[h], lanes));
+    // Block i - 1's P V, once arrived, into o. At d = 128 between the two rows: the first row's
+    // exponentials run while the tensor cores finish P V, and the second row's beside the 64 fp32
+    // FMAs (4% faster than after both rows); at d = 64 after both rows (5% faster there). Both
+    // measured side by side on an H100 (results/bench_attention/README.md).
+    constexpr bool kAccumulateBetweenRows = HeadDim == 128;
+    const auto accumulate_previous = [&] {
+      if (i == 0) return;
+      sm90::wgmma_wait<0>();
+      accumulate_values(i - 1, r_acc);
+    };
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float block_max = x[s_rows.value[h][0]];
-#pragma unroll
-      for (int k = 1; k < kPerRow; ++k) block_max = fmaxf(block_max, x[s_rows.value[h][k]]);
-      block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 1));
-      block_max = fmaxf(block_max, __shfl_xor_sync(0xffffffffu, block_max, 2));
-      m[h] = fmaxf(m[h], block_max);
+      if (kAccumulateBetweenRows && h == 1) accumulate_previous();
+      m[h] = fmaxf(m[h], block_max[h]);
       const float new_offset = steps::row_offset(m[h], recipe.p_log2_scale);
       alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
       offset[h] = new_offset;
@@ -476,10 +516,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       }
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
     }
-    if (i > 0) {
-      sm90::wgmma_wait<0>();
-      accumulate_values(i - 1, r_acc);
-    }
+    if (!kAccumulateBetweenRows) accumulate_previous();
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
 #pragma unroll
@@ -510,16 +547,21 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     inverse_l[h] = steps::inverse_row_sum(row_sum);
     lse[h] = steps::log_sum_exp(offset[h], row_sum, p.q_bias[q_head * p.padded_q + q0 + row0 + 8 * h]);
   }
+  // The V scales of this thread's channels, all read before the first output is stored (a load
+  // after a store cannot move above it, so each would wait for its own round trip).
   const float* v_scales = p.v_scales + kv_head * HeadDim;
-  Out* out = static_cast<Out*>(p.out) + b * p.out_strides.batch + hq * p.out_strides.head;
   const layout::Offset o_base = sm90::thread_offset<kO>(thread);
+  float v_scale[kOValues];
+#pragma unroll
+  for (int v = 0; v < kOValues; ++v) v_scale[v] = v_scales[o_base.col + o_values[v].col];
+  Out* out = static_cast<Out*>(p.out) + b * p.out_strides.batch + hq * p.out_strides.head;
 #pragma unroll
   for (int v = 0; v < kOValues; v += 2) {
     static_assert(kO.value_basis[0].col == 1 && kO.value_basis[0].row == 0, "values 2k, 2k + 1 are adjacent columns");
     const int h = o_values[v].row / 8, query = q0 + row0 + o_values[v].row, c = o_base.col + o_values[v].col;
     if (query >= p.tokens) continue;
-    store_pair(out + query * p.out_strides.token + c, steps::normalize_output(o[v], inverse_l[h], v_scales[c]),
-               steps::normalize_output(o[v + 1], inverse_l[h], v_scales[c + 1]));
+    store_pair(out + query * p.out_strides.token + c, steps::normalize_output(o[v], inverse_l[h], v_scale[v]),
+               steps::normalize_output(o[v + 1], inverse_l[h], v_scale[v + 1]));
   }
   if (base.col == 0)
 #pragma unroll

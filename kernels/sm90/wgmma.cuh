@@ -23,6 +23,13 @@ __device__ inline std::uint64_t matrix_descriptor(const void* smem, KMajorLayout
          std::uint64_t(layout.stride_byte_offset() >> 4) << 32;
 }
 
+// The descriptor of the matrix `bytes` (a multiple of 16) further in shared memory: the start
+// address field holds address >> 4, and shared memory addresses stay below 2^18, so the field never
+// carries into the next.
+__device__ constexpr std::uint64_t advance(std::uint64_t descriptor, int bytes) {
+  return descriptor + std::uint64_t(bytes >> 4);
+}
+
 // Registers written by wgmma must not be touched between the issue and the wait; registers read by
 // it (A, and the accumulator with scale-d = 1) must be written before the fence.
 __device__ inline void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }

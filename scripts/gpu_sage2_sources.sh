@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One device call timing versions of the attention kernel's source side by side (how the kernel
+# changes of 2026-11-25 were chosen: results/attention-gpu/runs/variants/2026-11-25/). Run from the
+# repository root on the GPU machine; it configures and builds there (CMake, sm_90a).
+#   The working tree's kernel is variant $WT (default "tree"); each $SOURCES/NAME.cu (default
+#   variants/*.cu) replaces kernels/attention/sage2_kernels.cu for a build of its own. Per variant:
+#   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
+#   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K,
+#   non-causal, 10 runs) in two rounds, the second in the reverse order. NCU=NAME adds Nsight
+#   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
+# Everything lands in $OUT/sources.tgz (the tool brings back few files).
+set -uo pipefail
+OUT=${OUT:-build/results/gpu-sources}
+SOURCES=${SOURCES:-variants}
+WT=${WT:-tree}
+R=$OUT/sources; V=/tmp/sage2-sources
+rm -rf "$V"; mkdir -p "$R" "$V"
+trap 'tar -czf "$OUT/sources.tgz" -C "$OUT" sources && rm -rf "$R"' EXIT
+if [[ -d .device-deps ]]; then  # the Debian packages the device machine lacks (../shared/device/README.md)
+  mkdir -p /tmp/deps && for f in .device-deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  export CMAKE_PREFIX_PATH=/tmp/deps/usr LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
+  -DZLIB_LIBRARY=/tmp/deps/usr/lib/x86_64-linux-gnu/libz.a -DZLIB_INCLUDE_DIR=/tmp/deps/usr/include > "$R/cmake.log" 2>&1
+kernel=kernels/attention/sage2_kernels.cu
+cp "$kernel" "$V/tree.cu"
+build() {  # $1: the variant's name; its binaries go to $V/$1/
+  cmake --build build -j16 --target check_sage2_gpu bench_attention > "$R/build-$1.log" 2>&1 || { tail -20 "$R/build-$1.log"; return 1; }
+  mkdir -p "$V/$1" && cp build/tests/attention_gpu/check_sage2_gpu build/experiments/bench_attention "$V/$1/"
+}
+build "$WT"
+for source in "$SOURCES"/*.cu; do
+  [[ -e $source ]] || continue
+  cp "$source" "$kernel" && build "$(basename "$source" .cu)"
+done
+cp "$V/tree.cu" "$kernel"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.csv"
+echo "built at +${SECONDS}s"
+timed=()
+for v in $(cd "$V" && ls -d */ | tr -d /); do
+  timeout 120 "$V/$v/check_sage2_gpu" --configs quick --exp2 sm90-ex2 --out "/tmp/quick-$v" > "$R/quick-$v.log" 2>&1
+  rc=$?; echo "$v: smoke test exit $rc, $(tail -1 "$R/quick-$v.log")"
+  (( rc == 0 )) && timed+=("$v")
+done
+for round in 1 2; do
+  order=("${timed[@]}"); [[ $round == 2 ]] && order=($(printf '%s\n' "${timed[@]}" | sort -r))
+  for v in "${order[@]}"; do
+    timeout 100 "$V/$v/bench_attention" --tokens 8192,16384 --dims 128,64 --causal no --exp2 sm90-ex2 --warmup 2 \
+      --repeats 10 > "$R/bench-$v-$round.txt" 2>&1
+    echo "round $round $v: $(awk '$3 == "sm90-ex2" {printf "d=%s N=%s %s ms; ", $4, $6, $7}' "$R/bench-$v-$round.txt")"
+  done
+done
+if [[ -n "${NCU:-}" ]]; then
+  timeout 200 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --set full --import-source no -o /tmp/sources-prof \
+    "$V/$NCU/bench_attention" --tokens 8192 --dims 128 --causal no --exp2 sm90-ex2 --warmup 0 --repeats 1 > "$R/ncu-run.log" 2>&1
+  ncu -i /tmp/sources-prof.ncu-rep --page source --csv --print-source sass > "$R/ncu-source-$NCU.csv" 2> "$R/ncu-source.err"
+  ncu -i /tmp/sources-prof.ncu-rep --page details > "$R/ncu-details-$NCU.txt" 2>&1
+fi
+echo "done at +${SECONDS}s"
