@@ -3,9 +3,10 @@
 // tiling, the groups and the KV order are the recipe's (sage2_8b_hopper).
 //
 // The attention kernel, one thread block per (block of block_q queries, Q head, batch):
-//   producer warpgroup: Q once, then K and V of every KV block into a ring of shared-memory stages
-//     (cp.async, 16 bytes a thread), each stage announced full to both consumers (named barriers)
-//     and refilled once both announced it empty;
+//   producer warp: Q once (cp.async), then K and V of every KV block into a ring of shared-memory
+//     stages, one bulk copy per tile (the tiles are stored in shared-memory order), each stage's
+//     mbarrier completing when its bytes landed; a stage is refilled once both consumers announced
+//     it empty (named barriers);
 //   consumer warpgroups (64 query rows each), per KV block: S = Q K'^T (wgmma s8, exact), the
 //     contract's steps 1-7 in registers, P's E4M3 codes moved from the S fragment to the A
 //     fragment of P V (fragment.hpp), R = P V (wgmma e4m3 from +0), o = fma(o, alpha, R); at the
@@ -42,8 +43,9 @@ using lowbit::attention::sage2_8b_hopper;
 using sm90::KMajorLayout;
 
 constexpr int kThreads = 256;  // threads of the quantization kernel
-// The attention kernel: a producer warpgroup (loads) and the recipe's consumer warpgroups (math).
-constexpr int kProducerThreads = 128;
+// The attention kernel: a producer warpgroup (loads; its first warp copies, the others leave) and
+// the recipe's consumer warpgroups (math).
+constexpr int kProducerThreads = 128, kCopyThreads = 32;
 constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // setmaxnreg: 128 x 24 + 256 x 240 <= 384 x 168
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
@@ -271,35 +273,24 @@ struct AttentionSmem {
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
   static constexpr int kStages = 4;
   static constexpr int kBytes = kQBytes + kStages * (kKBytes + kVBytes);
-  // Named barriers (0 is __syncthreads'): stage s is full for consumer warpgroup w at
-  // kFull + s * kConsumerWarpgroups + w (the producer arrives, w waits), empty at kEmpty + s (the
-  // consumers arrive, the producer waits).
-  static constexpr int kFull = 1, kEmpty = kFull + kStages * kConsumerWarpgroups;
+  // Stage s is full when its mbarrier's phase completes (the bulk copies' bytes landed), empty at
+  // named barrier kEmpty + s (0 is __syncthreads'; the consumers arrive, the copying warp waits).
+  static constexpr int kEmpty = 1;
   static_assert(kEmpty + kStages <= 16, "16 named barriers");
   // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask).
   static constexpr int stage_of(int i) { return int(unsigned(i) % kStages); }
 };
 
-// A tile stored in its shared-memory order (k_codes, v_codes), copied as contiguous bytes by the
-// producer warpgroup's threads: every warp reads whole 128-byte lines and writes 512 contiguous bytes.
-template <int Bytes>
-__device__ inline void load_contiguous_async(std::uint8_t* smem, const std::uint8_t* global, int thread) {
-  constexpr int kPiece = KMajorLayout::kCoreRowBytes;
-  static_assert(Bytes % (kPiece * kProducerThreads) == 0, "whole rounds of 16-byte copies");
-#pragma unroll
-  for (int at = thread * kPiece; at < Bytes; at += kProducerThreads * kPiece) sm90::copy_16_async(smem + at, global + at);
-}
-
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
-// producer warpgroup's threads (the Q tile, once per block).
+// copying warp's threads (the Q tile, once per block).
 template <int Rows, int KBytes>
 __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
                                        int thread) {
   constexpr KMajorLayout layout{KBytes};
   constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
-  static_assert(kPieces % kProducerThreads == 0, "whole rounds of 16-byte copies");
+  static_assert(kPieces % kCopyThreads == 0, "whole rounds of 16-byte copies");
 #pragma unroll
-  for (int piece = thread; piece < kPieces; piece += kProducerThreads) {
+  for (int piece = thread; piece < kPieces; piece += kCopyThreads) {
     const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
     sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
@@ -324,7 +315,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
   constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
-  constexpr int kFullThreads = kProducerThreads + 128, kEmptyThreads = Smem::kThreads;
+  constexpr int kEmptyThreads = kCopyThreads + 128 * Smem::kConsumerWarpgroups;
 
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* q_tile = smem;
@@ -344,37 +335,42 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   const int kv_count = last_key / kBlockKv + 1;
   const auto kv_block = [&](int i) { return recipe.kv_order == KvOrder::ascending ? i : kv_count - 1 - i; };
 
+  // Stage s's mbarrier: one arrival (the copying thread's) and the bytes of its bulk copies; block
+  // i is its phase i / kStages.
+  __shared__ std::uint64_t full[Smem::kStages];
+  if (threadIdx.x == 0)
+    for (int s = 0; s < Smem::kStages; ++s) sm90::mbarrier_init(&full[s], 1);
+  __syncthreads();
+  const auto full_parity = [](int i) { return std::uint32_t(unsigned(i) / Smem::kStages % 2); };
+
   if (threadIdx.x < kProducerThreads) {
-    // The producer: block i's K and V into stage i % kStages once the consumers are done with the
-    // block that stage held (block i - kStages); block i - 1 is announced once this thread's copies
-    // of it completed, with block i's copies in flight (each producer thread fences its own copies,
-    // then arrives). The consumers release block i - kStages + 1 only after block i - 2 was
-    // announced, so kStages >= 3 cannot deadlock.
+    // The producer's first warp: block i's K and V into stage i % kStages once the consumers are
+    // done with the block that stage held (block i - kStages), each tile one bulk copy by lane 0;
+    // Q by the warp's cp.async, completed before block 0's arrival. The consumers release a stage
+    // without waiting for a later one, so the ring cannot deadlock.
     sm90::lower_registers<kProducerRegisters>();
-    const int thread = threadIdx.x;
-    const auto announce = [&](int stage) {  // once this thread's copies of the stage's block completed
-      sm90::fence_async_shared();
-      for (int w = 0; w < Smem::kConsumerWarpgroups; ++w)
-        sm90::barrier_arrive(Smem::kFull + stage * Smem::kConsumerWarpgroups + w, kFullThreads);
-    };
+    if (threadIdx.x >= kCopyThreads) return;
+    const int lane = threadIdx.x;
+    load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
+                                                  (q_head * p.padded_q + q0) * HeadDim, HeadDim, lane);
+    sm90::commit_copies();
     for (int i = 0; i < kv_count; ++i) {
       const int j = kv_block(i), stage = Smem::stage_of(i);
       if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
-      if (i == 0)
-        load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
-                                                      (q_head * p.padded_q + q0) * HeadDim, HeadDim, thread);
-      load_contiguous_async<Smem::kKBytes>(k_tiles + stage * Smem::kKBytes,
-                                           k_codes + k_code_offset(j * kBlockKv, 0, HeadDim, kBlockKv), thread);
-      load_contiguous_async<Smem::kVBytes>(v_tiles + stage * Smem::kVBytes,
-                                           v_codes + v_code_offset(0, j * kBlockKv, HeadDim, kBlockKv), thread);
-      sm90::commit_copies();
-      if (i >= 1) {
-        sm90::wait_copies<1>();  // block i - 1's copies; block i's may still be in flight
-        announce(Smem::stage_of(i - 1));
+      if (lane == 0) {
+        sm90::mbarrier_expect_bytes(&full[stage], Smem::kKBytes + Smem::kVBytes);
+        sm90::bulk_copy_async(k_tiles + stage * Smem::kKBytes, k_codes + k_code_offset(j * kBlockKv, 0, HeadDim, kBlockKv),
+                              Smem::kKBytes, &full[stage]);
+        sm90::bulk_copy_async(v_tiles + stage * Smem::kVBytes, v_codes + v_code_offset(0, j * kBlockKv, HeadDim, kBlockKv),
+                              Smem::kVBytes, &full[stage]);
       }
+      if (i == 0) {  // Q (generic-proxy writes that wgmma reads) in every lane, before block 0 is announced
+        sm90::wait_copies<0>();
+        sm90::fence_async_shared();
+        __syncwarp();
+      }
+      if (lane == 0) sm90::mbarrier_arrive(&full[stage]);
     }
-    sm90::wait_copies<0>();
-    announce(Smem::stage_of(kv_count - 1));
     return;
   }
 
@@ -433,7 +429,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     // The block's K scale is read before the waits (which the compiler cannot move a load across):
     // its latency runs behind Q K'^T instead of between S and step 1.
     const float k_scale = k_scales[(long long)j * p.k_groups];
-    sm90::barrier_sync(Smem::kFull + stage * Smem::kConsumerWarpgroups + warpgroup, kFullThreads);
+    sm90::mbarrier_wait(&full[stage], full_parity(i));
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
     std::int32_t s_acc[kSValues];

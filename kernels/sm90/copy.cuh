@@ -16,6 +16,19 @@ template <int Pending>
 __device__ inline void wait_copies() {
   asm volatile("cp.async.wait_group %0;" ::"n"(Pending) : "memory");
 }
+// The bulk copy engine (TMA without a tensor map, cp.async.bulk): `bytes` contiguous bytes (a
+// multiple of 16, both addresses 16-byte aligned) from global to shared memory, issued by one
+// thread; their arrival completes `bytes` of the expected transaction count of `barrier` (an
+// mbarrier, sync.cuh). Written through the async proxy, so wgmma reads them after the barrier's
+// phase completes, without a fence.
+__device__ inline void bulk_copy_async(void* smem, const void* global, int bytes, std::uint64_t* barrier) {
+  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
+  const auto bar = static_cast<std::uint32_t>(__cvta_generic_to_shared(barrier));
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(address),
+               "l"(global), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
 // Shared memory written through the generic proxy (st.shared, cp.async) that wgmma reads next:
 // each writing thread fences before the barrier that precedes the wgmma.
 __device__ inline void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
