@@ -18,9 +18,13 @@
 // j <= i (top-left, as PyTorch's is_causal). Tokens past N: zero codes, masked keys.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/quant/thread_groups.hpp"
@@ -99,6 +103,25 @@ LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim, steps::Exp2U
 // The name of the emulated preset that follows the kernel built with that exp2 unit.
 constexpr const char* sage2_8b_preset(steps::Exp2Unit exp2) {
   return exp2 == steps::Exp2Unit::sm90_ex2 ? "sage2-8b-ex2" : "sage2-8b";
+}
+// The kernels' exp2 units by the names the GPU programs take (--exp2): the contract's degree-5
+// polynomial and MUFU.EX2 (the same names as `--set exp2=` of the pipeline).
+inline constexpr std::array<std::pair<std::string_view, steps::Exp2Unit>, 2> kKernelExp2Units{
+    {{"poly5", steps::Exp2Unit::polynomial}, {"sm90-ex2", steps::Exp2Unit::sm90_ex2}}};
+constexpr std::string_view kernel_exp2_name(steps::Exp2Unit exp2) {
+  for (const auto& [name, unit] : kKernelExp2Units)
+    if (unit == exp2) return name;
+  return {};
+}
+constexpr std::optional<steps::Exp2Unit> kernel_exp2_unit(std::string_view name) {
+  for (const auto& [known, unit] : kKernelExp2Units)
+    if (known == name) return unit;
+  return std::nullopt;
+}
+inline std::vector<std::string> kernel_exp2_names() {
+  std::vector<std::string> names;
+  for (const auto& [name, unit] : kKernelExp2Units) names.emplace_back(name);
+  return names;
 }
 
 }  // namespace lowbit::attention

@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   CLI::App app{"bench_attention: sage2-8b kernel speed on the GPU (kernel alone and end to end from fp16)"};
   int batch = 4, heads = 32, warmup = 3, repeats = 20;
   std::vector<int> tokens{1024, 2048, 4096, 8192, 16384, 32768}, dims{64, 128};
-  std::vector<std::string> causal_modes{"no", "yes"}, exp2_units{"poly5", "sm90-ex2"};
+  std::vector<std::string> causal_modes{"no", "yes"}, exp2_units = lowbit::attention::kernel_exp2_names();
   std::string json;
   app.add_option("--batch", batch, "Batch size")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--heads", heads, "Heads (Q and KV)")->check(CLI::Range(1, 256))->capture_default_str();
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
                  "The kernels' exp2: poly5 (preset sage2-8b; rows lowbit, lowbit_e2e), sm90-ex2 (MUFU.EX2, preset "
                  "sage2-8b-ex2; rows lowbit_ex2, lowbit_ex2_e2e)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"poly5", "sm90-ex2"}))
+      ->check(CLI::IsMember(lowbit::attention::kernel_exp2_names()))
       ->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed runs first")->check(CLI::Range(0, 100))->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs (the median is reported)")->check(CLI::Range(1, 1000))->capture_default_str();
@@ -96,8 +96,8 @@ int main(int argc, char** argv) {
         for (int n : tokens)
           for (const auto& unit : exp2_units) {
             Sage2Problem p;
-            const bool ex2 = unit == "sm90-ex2";
-            p.exp2 = ex2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2 : lowbit::attention::steps::Exp2Unit::polynomial;
+            p.exp2 = *lowbit::attention::kernel_exp2_unit(unit);
+            const bool ex2 = p.exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2;
             p.batch = batch;
             p.heads_q = p.heads_kv = heads;
             p.tokens = n;

@@ -349,7 +349,7 @@ int run(const Args& args) {
                        "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
                      (args.only.empty() ? "" : " --only " + args.only) +
-                     (args.exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2 ? " --exp2 sm90-ex2" : "");
+                     " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2));
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
     doc["total_mismatches"] = total_mismatches;
@@ -469,10 +469,10 @@ int main(int argc, char** argv) {
       else if (a == "--only") args.only = value();
       else if (a == "--real") args.real = value();
       else if (a == "--exp2") {
-        const std::string unit = value();
-        if (unit == "poly5") args.exp2 = lowbit::attention::steps::Exp2Unit::polynomial;
-        else if (unit == "sm90-ex2") args.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
-        else throw std::invalid_argument("--exp2 " + unit + ": not poly5 or sm90-ex2");
+        const std::string name = value();
+        const auto unit = lowbit::attention::kernel_exp2_unit(name);
+        if (!unit) throw std::invalid_argument("--exp2 " + name + ": not one of the kernels' exp2 units (poly5, sm90-ex2)");
+        args.exp2 = *unit;
       } else if (a == "--help") {
         std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--exp2 poly5|sm90-ex2]\n"
                      "                [--out DIR]\n"
