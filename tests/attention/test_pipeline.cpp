@@ -259,6 +259,28 @@ TEST_CASE("sage2-8b reads the Hopper recipe: tiling, thread groups, K mean chunk
   }
 }
 
+TEST_CASE("The kernels' exp2 names select the same unit in the recipe, the presets and --set exp2=", "[attention][sage2-8b]") {
+  for (const auto& [name, unit] : kKernelExp2Units) {
+    INFO(name);
+    CHECK(kernel_exp2_unit(name) == unit);
+    CHECK(kernel_exp2_name(unit) == name);
+    for (int d : {64, 128}) {
+      const Pipeline named = preset(sage2_8b_preset(unit), d);
+      CHECK(named.exponential.exp2.unit == unit);
+      CHECK(sage2_8b_hopper(d, unit).exp2.unit == unit);
+      Pipeline set = preset("sage2-8b", d);
+      REQUIRE_FALSE(set_stage(set, "exp2=" + std::string(name)));
+      CHECK(set.exponential.exact == named.exponential.exact);
+      CHECK(set.exponential.exp2.unit == named.exponential.exp2.unit);
+      CHECK(set.exponential.exp2.poly.degree == named.exponential.exp2.poly.degree);
+    }
+  }
+  CHECK(kernel_exp2_names() == std::vector<std::string>{"poly5", "sm90-ex2"});
+  CHECK_FALSE(kernel_exp2_unit("poly6"));  // the pipeline's, not a kernel's
+  CHECK_FALSE(kernel_exp2_unit("exact"));
+  CHECK_FALSE(kernel_exp2_unit(""));
+}
+
 TEST_CASE("sage2-8b stages hold what the contract says: K mean, INT8 codes, P at 448, LSE", "[attention][sage2-8b]") {
   const int d = 64, n = 300;
   const Tensor4 q = random_tensor(1, 1, n, d, 41, 0.5), k = random_tensor(1, 1, n, d, 42, 3.0),
