@@ -277,8 +277,10 @@ struct AttentionSmem {
   // named barrier kEmpty + s (0 is __syncthreads'; the consumers arrive, the copying warp waits).
   static constexpr int kEmpty = 1;
   static_assert(kEmpty + kStages <= 16, "16 named barriers");
-  // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask).
+  // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask), and the parity of the
+  // phase of that stage's mbarrier the block is (the stage's (i / kStages)-th fill).
   static constexpr int stage_of(int i) { return int(unsigned(i) % kStages); }
+  static constexpr std::uint32_t parity_of(int i) { return unsigned(i) / kStages % 2; }
 };
 
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
@@ -335,13 +337,11 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   const int kv_count = last_key / kBlockKv + 1;
   const auto kv_block = [&](int i) { return recipe.kv_order == KvOrder::ascending ? i : kv_count - 1 - i; };
 
-  // Stage s's mbarrier: one arrival (the copying thread's) and the bytes of its bulk copies; block
-  // i is its phase i / kStages.
+  // Stage s's mbarrier: one arrival (the copying thread's) and the bytes of its bulk copies.
   __shared__ std::uint64_t full[Smem::kStages];
   if (threadIdx.x == 0)
     for (int s = 0; s < Smem::kStages; ++s) sm90::mbarrier_init(&full[s], 1);
   __syncthreads();
-  const auto full_parity = [](int i) { return std::uint32_t(unsigned(i) / Smem::kStages % 2); };
 
   if (threadIdx.x < kProducerThreads) {
     // The producer's first warp: block i's K and V into stage i % kStages once the consumers are
@@ -429,7 +429,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     // The block's K scale is read before the waits (which the compiler cannot move a load across):
     // its latency runs behind Q K'^T instead of between S and step 1.
     const float k_scale = k_scales[(long long)j * p.k_groups];
-    sm90::mbarrier_wait(&full[stage], full_parity(i));
+    sm90::mbarrier_wait(&full[stage], Smem::parity_of(i));
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
     std::int32_t s_acc[kSValues];

@@ -4,11 +4,12 @@
 
 #include <cstdint>
 
+#include "kernels/sm90/sync.cuh"
+
 namespace lowbit::kernels::sm90 {
 
 __device__ inline void copy_16_async(void* smem, const void* global) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(address), "l"(global) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(smem)), "l"(global) : "memory");
 }
 __device__ inline void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // Waits until at most Pending groups of this thread's copies are still in flight.
@@ -22,10 +23,9 @@ __device__ inline void wait_copies() {
 // mbarrier, sync.cuh). Written through the async proxy, so wgmma reads them after the barrier's
 // phase completes, without a fence.
 __device__ inline void bulk_copy_async(void* smem, const void* global, int bytes, std::uint64_t* barrier) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  const auto bar = static_cast<std::uint32_t>(__cvta_generic_to_shared(barrier));
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(address),
-               "l"(global), "r"(bytes), "r"(bar)
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   shared_address(smem)),
+               "l"(global), "r"(bytes), "r"(shared_address(barrier))
                : "memory");
 }
 

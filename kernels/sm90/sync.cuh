@@ -22,8 +22,9 @@ __device__ inline void barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
-__device__ inline std::uint32_t shared_address(const std::uint64_t* barrier) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(barrier));
+// The shared-memory address (state space .shared) of a generic pointer into shared memory.
+__device__ inline std::uint32_t shared_address(const void* smem) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
 }
 // Before any other thread uses it (then a __syncthreads): `arrivals` arrivals complete a phase.
 __device__ inline void mbarrier_init(std::uint64_t* barrier, int arrivals) {
