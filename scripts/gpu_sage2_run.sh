@@ -3,7 +3,9 @@
 # the bit-exact checks, the sanitizers, accuracy beside SDPA, the SASS, the benchmark, Nsight
 # Compute. Runs from the repository root with binaries built beforehand in build/ (carried), or
 # builds them (CMake, sm_90a) when they do not run. Everything lands in $OUT/sage2-results.tar.gz
-# (the tool brings back few files); the short tables go to stdout.
+# (the tool brings back few files); the short tables go to stdout. On a machine kept warm from an
+# earlier call, build/ may hold binaries of other sources that still run (the tool copies the tree
+# with its own file times, so make sees nothing newer): remove build/ first.
 #   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps;
 #   quick (a smoke test) failing or hanging stops the run. quickbench (not in the default): the
 #   kernels alone at d = 128 and 64, N = 8K and 16K, both exp2 units, no SDPA.
