@@ -487,8 +487,8 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       for (int h = 0; h < 2; ++h) block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffffu, block_max[h], lanes));
     // Block i - 1's P V, once arrived, into o. At d = 128 between the two rows: the first row's
     // exponentials run while the tensor cores finish P V, and the second row's beside the 64 fp32
-    // FMAs (4% faster than after both rows); at d = 64 after both rows (5% faster there). Both
-    // measured side by side on an H100 (results/bench_attention/README.md).
+    // FMAs (2-6% faster than after both rows); at d = 64 after both rows (2-3% faster there than
+    // between them). Both measured side by side on an H100 (results/bench_attention/README.md).
     constexpr bool kAccumulateBetweenRows = HeadDim == 128;
     const auto accumulate_previous = [&] {
       if (i == 0) return;
