@@ -9,11 +9,14 @@
 #include <cuda_runtime.h>
 
 #include <stdexcept>
+#include <type_traits>
 
 #include "emulation/layout.hpp"
 #include "emulation/linear/linear_steps.hpp"
 #include "emulation/quant/thread_groups.hpp"
 #include "kernels/device.hpp"
+#include "kernels/sm90/smem_layout.hpp"
+#include "kernels/sm90/wgmma.cuh"
 
 namespace lowbit::kernels {
 
@@ -46,21 +49,9 @@ namespace st = lowbit::linear::steps;
 constexpr int C = kGlaChunk, c = kGlaSubChunk, kSubChunks = C / c;
 constexpr float kInt8Target = 127.0f, kE4m3Target = 448.0f;  // the quantizer's amax targets
 
-// ---- shared-memory operands of wgmma: K-major, no swizzle (PTX ISA "Matrix Descriptor Format") ----
-// Core matrices of 8 rows x 16 bytes, each 128 contiguous bytes, side by side along K (LBO = 128),
-// the next 8 rows SBO = 128 * (K bytes / 16) further: the layout of kernels/wgmma_probe.cu.
-constexpr int kLeadingByteOffset = 128;
-__host__ __device__ constexpr int stride_byte_offset(int k_bytes) { return k_bytes / 16 * 128; }
-__device__ inline int kmajor_offset(int row, int k_byte, int k_bytes) {
-  return row % 8 * 16 + row / 8 * stride_byte_offset(k_bytes) + k_byte % 16 + k_byte / 16 * kLeadingByteOffset;
-}
-__device__ inline std::uint64_t descriptor(const void* smem, int k_bytes) {
-  const auto address = static_cast<std::uint32_t>(__cvta_generic_to_shared(smem));
-  return std::uint64_t((address >> 4) & 0x3fff) | std::uint64_t(kLeadingByteOffset >> 4) << 16 |
-         std::uint64_t(stride_byte_offset(k_bytes) >> 4) << 32;
-}
+// ---- wgmma (kernels/sm90/): operands in shared memory, K-major without swizzle ---------------------
+using sm90::KMajorLayout;
 
-// ---- instructions ---------------------------------------------------------------------------------
 __device__ inline void mma_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
                "{%0, %1, %2, %3};\n"
@@ -74,43 +65,14 @@ __device__ inline void mma_s8(std::int32_t (&d)[4], const std::uint32_t (&a)[4],
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-#define LOWBIT_GLA_REGS_32                                                                                       \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
-  "%24, %25, %26, %27, %28, %29, %30, %31"
-#define LOWBIT_GLA_REGS_64                                                                                          \
-  LOWBIT_GLA_REGS_32                                                                                                \
-  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, " \
-  "%54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-#define LOWBIT_GLA_OPS_4(d, i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
-#define LOWBIT_GLA_OPS_16(d, i) LOWBIT_GLA_OPS_4(d, i), LOWBIT_GLA_OPS_4(d, i + 4), LOWBIT_GLA_OPS_4(d, i + 8), LOWBIT_GLA_OPS_4(d, i + 12)
-#define LOWBIT_GLA_OPS_32(d, i) LOWBIT_GLA_OPS_16(d, i), LOWBIT_GLA_OPS_16(d, i + 16)
-#define LOWBIT_GLA_OPS_64(d, i) LOWBIT_GLA_OPS_32(d, i), LOWBIT_GLA_OPS_32(d, i + 32)
-
-// D (f32, R registers) += A B, both from shared memory, scale-d = 1 (the registers hold C).
-// IMMEDIATES after scale-d: bf16 takes imm-scale-a, imm-scale-b, imm-trans-a, imm-trans-b (1, 1:
-// no negation; 0, 0: K-major); e4m3 the scales only.
-#define LOWBIT_GLA_WGMMA(NAME, SHAPE, R, TYPES, DESCS, SCALE, IMMEDIATES)                                  \
-  __device__ inline void NAME(float (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b) {                 \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" SCALE ", 0;\n"                                      \
-                 "wgmma.mma_async.sync.aligned." SHAPE "." TYPES " {" LOWBIT_GLA_REGS_##R "}, " DESCS     \
-                 ", p" IMMEDIATES ";\n}\n"                                                                \
-                 : LOWBIT_GLA_OPS_##R(d, 0)                                                                \
-                 : "l"(desc_a), "l"(desc_b), "r"(1));                                                      \
-  }
-LOWBIT_GLA_WGMMA(wgmma_bf16_n64, "m64n64k16", 32, "f32.bf16.bf16", "%32, %33", "34", ", 1, 1, 0, 0")
-LOWBIT_GLA_WGMMA(wgmma_bf16_n128, "m64n128k16", 64, "f32.bf16.bf16", "%64, %65", "66", ", 1, 1, 0, 0")
-LOWBIT_GLA_WGMMA(wgmma_e4m3_n64, "m64n64k32", 32, "f32.e4m3.e4m3", "%32, %33", "34", ", 1, 1")
-LOWBIT_GLA_WGMMA(wgmma_e4m3_n128, "m64n128k32", 64, "f32.e4m3.e4m3", "%64, %65", "66", ", 1, 1")
-
+// D (f32, N / 2 registers) += A B over one k step (bf16: k16, e4m3: k32), waited for.
 template <int N, bool Fp8>
 __device__ inline void wgmma(float (&d)[N / 2], std::uint64_t desc_a, std::uint64_t desc_b) {
-  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-  if constexpr (Fp8 && N == 64) wgmma_e4m3_n64(d, desc_a, desc_b);
-  if constexpr (Fp8 && N == 128) wgmma_e4m3_n128(d, desc_a, desc_b);
-  if constexpr (!Fp8 && N == 64) wgmma_bf16_n64(d, desc_a, desc_b);
-  if constexpr (!Fp8 && N == 128) wgmma_bf16_n128(d, desc_a, desc_b);
-  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-  asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+  using Mma = std::conditional_t<Fp8, sm90::WgmmaE4m3Shared<N>, sm90::WgmmaBf16<N>>;
+  sm90::wgmma_fence();
+  Mma::mma(d, desc_a, desc_b, 1);
+  sm90::wgmma_commit();
+  sm90::wgmma_wait<0>();
 }
 
 // ---- codes, as the emulation's quantizer and casts make them ----------------------------------------
@@ -209,11 +171,11 @@ __global__ void __launch_bounds__(128)
       for (int s = 0; s < C; ++s) amax = fmaxf(amax, fabsf(vg[s * DV + y]));
       const float scale = __fdiv_rn(amax, kE4m3Target);
       v_scale[y] = scale;
-      for (int s = 0; s < C; ++s) v_codes[kmajor_offset(y, s, k_bytes)] = std::uint8_t(e4m3_code(vg[s * DV + y], scale));
+      for (int s = 0; s < C; ++s) v_codes[KMajorLayout{k_bytes}.offset(y, s)] = std::uint8_t(e4m3_code(vg[s * DV + y], scale));
     }
   } else {
     for (int e = tid; e < C * DV; e += 128)
-      *reinterpret_cast<std::uint16_t*>(v_codes + kmajor_offset(e % DV, e / DV * 2, k_bytes)) = std::uint16_t(bf16_code(vg[e]));
+      *reinterpret_cast<std::uint16_t*>(v_codes + KMajorLayout{k_bytes}.offset(e % DV, e / DV * 2)) = std::uint16_t(bf16_code(vg[e]));
   }
   for (int e = tid; e < C * C; e += 128) ps[e] = 0.0f;
   __syncthreads();
@@ -334,11 +296,11 @@ __global__ void __launch_bounds__(128)
       for (int s = 0; s < C; ++s) amax = fmaxf(amax, fabsf(ps[t * C + s]));
       const float scale = __fdiv_rn(amax, kE4m3Target);
       p_scale[t] = scale;
-      for (int s = 0; s < C; ++s) p_codes[kmajor_offset(t, s, k_bytes)] = std::uint8_t(e4m3_code(ps[t * C + s], scale));
+      for (int s = 0; s < C; ++s) p_codes[KMajorLayout{k_bytes}.offset(t, s)] = std::uint8_t(e4m3_code(ps[t * C + s], scale));
     }
   } else {
     for (int e = tid; e < C * C; e += 128)
-      *reinterpret_cast<std::uint16_t*>(p_codes + kmajor_offset(e / C, e % C * 2, k_bytes)) = std::uint16_t(bf16_code(ps[e]));
+      *reinterpret_cast<std::uint16_t*>(p_codes + KMajorLayout{k_bytes}.offset(e / C, e % C * 2)) = std::uint16_t(bf16_code(ps[e]));
   }
   for (int e = tid; e < C * C; e += 128) scores[row0 * C + e] = ps[e];
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -348,15 +310,16 @@ __global__ void __launch_bounds__(128)
   // steps. E4M3: a fresh accumulator (+0) over the 2 k32 steps, added into the fp32 output (+0).
   constexpr int N = DV < 128 ? DV : 128;
   constexpr int kSteps = Fp8Values ? 2 : 4;
-  constexpr int step_bytes = 2 * kLeadingByteOffset;  // a k slice of 32 bytes: two core matrices
+  constexpr KMajorLayout layout{k_bytes};
+  constexpr int step_bytes = 32;  // a k step: 32 bytes of every row (k16 bf16, k32 e4m3)
   constexpr layout::Fragment d_fragment = layout::wgmma_m64_d(N);
   for (int n0 = 0; n0 < DV; n0 += N) {
     float acc[N / 2];
 #pragma unroll
     for (int r = 0; r < N / 2; ++r) acc[r] = 0.0f;
     for (int step = 0; step < kSteps; ++step)
-      wgmma<N, Fp8Values>(acc, descriptor(p_codes + step * step_bytes, k_bytes),
-                          descriptor(v_codes + n0 / 8 * stride_byte_offset(k_bytes) + step * step_bytes, k_bytes));
+      wgmma<N, Fp8Values>(acc, sm90::matrix_descriptor(p_codes + layout.slice_offset(step, step_bytes), layout),
+                          sm90::matrix_descriptor(v_codes + layout.row_offset(n0) + layout.slice_offset(step, step_bytes), layout));
 #pragma unroll
     for (int r = 0; r < N / 2; ++r) {
       const layout::Offset o = at<d_fragment>(tid, r);

@@ -83,8 +83,25 @@ struct WgmmaE4m3 {
                              int scale_d);
 };
 
-// Operand numbers after the R accumulator registers: S8 takes desc_a, desc_b, scale_d; E4M3 takes
-// a0..a3, desc_b, scale_d.
+// D (f32) += A B over one k step, A and B from shared memory: bf16 (k16, neither operand negated
+// nor transposed: K-major) and e4m3 (k32); scale_d = 0 starts from +0.
+template <int N>
+struct WgmmaBf16 {
+  static constexpr layout::Fragment accumulator = layout::wgmma_m64_d(N);
+  static constexpr int kRegisters = accumulator.value_count;
+  static constexpr int kK = 16;
+  __device__ static void mma(float (&d)[kRegisters], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d);
+};
+template <int N>
+struct WgmmaE4m3Shared {
+  static constexpr layout::Fragment accumulator = layout::wgmma_m64_d(N);
+  static constexpr int kRegisters = accumulator.value_count;
+  static constexpr int kK = 32;
+  __device__ static void mma(float (&d)[kRegisters], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d);
+};
+
+// Operand numbers after the R accumulator registers: S8, BF16 and E4M3 from shared memory take
+// desc_a, desc_b, scale_d; E4M3 with A in registers takes a0..a3, desc_b, scale_d.
 #define LOWBIT_SM90_WGMMA_S8(N, R, DESC_A, DESC_B, SCALE)                                                        \
   template <>                                                                                                     \
   __device__ inline void WgmmaS8<N>::mma(std::int32_t (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b,        \
@@ -106,9 +123,24 @@ struct WgmmaE4m3 {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                        \
   }
 
+// TYPE: the struct; SHAPE_TYPES: the instruction's suffix; IMMEDIATES: after scale-d.
+#define LOWBIT_SM90_WGMMA_SS_F32(TYPE, N, R, SHAPE_TYPES, DESC_A, DESC_B, SCALE, IMMEDIATES)                     \
+  template <>                                                                                                     \
+  __device__ inline void TYPE<N>::mma(float (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {   \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                                            \
+                 "wgmma.mma_async.sync.aligned.m64n" #N SHAPE_TYPES " {" LOWBIT_SM90_REGS_##R "}, %" #DESC_A      \
+                 ", %" #DESC_B ", p" IMMEDIATES ";\n}\n"                                                          \
+                 : LOWBIT_SM90_OPS_##R(LOWBIT_SM90_F32, d, 0)                                                     \
+                 : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                       \
+  }
+
 LOWBIT_SM90_WGMMA_S8(64, 32, 32, 33, 34)
 LOWBIT_SM90_WGMMA_S8(128, 64, 64, 65, 66)
 LOWBIT_SM90_WGMMA_E4M3(64, 32, 32, 33, 34, 35, 36, 37)
 LOWBIT_SM90_WGMMA_E4M3(128, 64, 64, 65, 66, 67, 68, 69)
+LOWBIT_SM90_WGMMA_SS_F32(WgmmaBf16, 64, 32, "k16.f32.bf16.bf16", 32, 33, 34, ", 1, 1, 0, 0")
+LOWBIT_SM90_WGMMA_SS_F32(WgmmaBf16, 128, 64, "k16.f32.bf16.bf16", 64, 65, 66, ", 1, 1, 0, 0")
+LOWBIT_SM90_WGMMA_SS_F32(WgmmaE4m3Shared, 64, 32, "k32.f32.e4m3.e4m3", 32, 33, 34, ", 1, 1")
+LOWBIT_SM90_WGMMA_SS_F32(WgmmaE4m3Shared, 128, 64, "k32.f32.e4m3.e4m3", 64, 65, 66, ", 1, 1")
 
 }  // namespace lowbit::kernels::sm90
