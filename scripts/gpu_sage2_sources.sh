@@ -3,10 +3,14 @@
 # changes of 2026-11-25 were chosen: results/attention-gpu/runs/variants/2026-11-25/). Run from the
 # repository root on the GPU machine; it configures and builds there (CMake, sm_90a).
 #   The working tree's kernel is variant $WT (default "tree"); each $SOURCES/NAME.cu (default
-#   variants/*.cu) replaces kernels/attention/sage2_kernels.cu for a build of its own. Per variant:
+#   variants/*.cu) replaces kernels/attention/sage2_kernels.cu for a build of its own, and each
+#   directory $SOURCES/NAME/ holds files at their repository paths that replace the tree's for its
+#   build (a variant of the recipe and the kernel together). Per variant:
 #   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
 #   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K,
-#   non-causal, 10 runs) in two rounds, the second in the reverse order. NCU=NAME adds Nsight
+#   non-causal, 10 runs) in two rounds, the second in the reverse order. ABLATIONS=1 times the
+#   variants that fail the smoke test too (ablations: a part of the kernel removed or replaced, its
+#   bits knowingly wrong, to see what that part costs). NCU=NAME adds Nsight
 #   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
 # Everything lands in $OUT/sources.tgz (the tool brings back few files).
 set -uo pipefail
@@ -18,6 +22,7 @@ rm -rf "$V"; mkdir -p "$R" "$V"
 trap 'tar -czf "$OUT/sources.tgz" -C "$OUT" sources && rm -rf "$R"' EXIT
 if [[ -d .device-deps ]]; then  # the Debian packages the device machine lacks (../shared/device/README.md)
   mkdir -p /tmp/deps && for f in .device-deps/*.deb; do dpkg -x "$f" /tmp/deps; done
+  for f in .device-deps/*.tar.xz; do [[ -e $f ]] && tar -xJf "$f" -C /tmp/deps; done  # scripts/device_deps_boost_subset.sh
   export CMAKE_PREFIX_PATH=/tmp/deps/usr LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
@@ -35,13 +40,21 @@ for source in "$SOURCES"/*.cu; do
   cp "$source" "$kernel" && build "$(basename "$source" .cu)"
 done
 cp "$V/tree.cu" "$kernel"
+for dir in "$SOURCES"/*/; do
+  [[ -d $dir ]] || continue
+  name=$(basename "$dir"); files=$(cd "$dir" && find . -type f | sed 's|^\./||')
+  saved=/tmp/sage2-sources-tree; rm -rf "$saved"
+  for f in $files; do mkdir -p "$saved/$(dirname "$f")"; cp "$f" "$saved/$f"; cp "$dir/$f" "$f"; done
+  build "$name"
+  for f in $files; do cp "$saved/$f" "$f"; done  # (new times: the next build sees the change)
+done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.csv"
 echo "built at +${SECONDS}s"
 timed=()
 for v in $(cd "$V" && ls -d */ | tr -d /); do
   timeout 120 "$V/$v/check_sage2_gpu" --configs quick --exp2 sm90-ex2 --out "/tmp/quick-$v" > "$R/quick-$v.log" 2>&1
   rc=$?; echo "$v: smoke test exit $rc, $(tail -1 "$R/quick-$v.log")"
-  (( rc == 0 )) && timed+=("$v")
+  (( rc == 0 || ${ABLATIONS:-0} == 1 )) && timed+=("$v")
 done
 for round in 1 2; do
   order=("${timed[@]}"); [[ $round == 2 ]] && order=($(printf '%s\n' "${timed[@]}" | sort -r))

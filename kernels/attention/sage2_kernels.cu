@@ -46,7 +46,8 @@ constexpr int kThreads = 256;  // threads of the quantization kernel
 // The attention kernel: a producer warpgroup (loads; its first warp copies, the others leave) and
 // the recipe's consumer warpgroups (math).
 constexpr int kProducerThreads = 128, kCopyThreads = 32;
-constexpr int kProducerRegisters = 24, kConsumerRegisters = 240;  // setmaxnreg: 128 x 24 + 256 x 240 <= 384 x 168
+constexpr int kProducerRegisters = 24;  // setmaxnreg of the producer warpgroup
+constexpr int kRegisterFile = 65536;    // 32-bit registers of an SM (one thread block per SM)
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
 
@@ -268,6 +269,11 @@ struct AttentionSmem {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr int kConsumerWarpgroups = recipe.consumer_warps / 4;
   static constexpr int kThreads = kProducerThreads + 32 * recipe.consumer_warps;
+  // setmaxnreg of the consumers: what the producer leaves of the register file, in steps of 8
+  // (240 with two consumer warpgroups, 160 with three).
+  static constexpr int kConsumerRegisters =
+      (kRegisterFile - kProducerThreads * kProducerRegisters) / (32 * recipe.consumer_warps) / 8 * 8;
+  static_assert(kConsumerRegisters <= 256, "setmaxnreg takes at most 256");
   static constexpr int kQBytes = recipe.block_q * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
@@ -375,7 +381,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   }
 
   // The consumers: one warpgroup per 64 query rows.
-  sm90::raise_registers<kConsumerRegisters>();
+  sm90::raise_registers<Smem::kConsumerRegisters>();
   // (The warpgroup broadcast from lane 0: the compiler then knows it is the same in the whole warp,
   // and keeps what derives from it, the wgmma descriptors, in uniform registers.)
   const int warpgroup = __shfl_sync(0xffffffffu, (threadIdx.x - kProducerThreads) / 128, 0);
@@ -440,6 +446,8 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
                   sm90::advance(k_descriptor, stage * Smem::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
+    // (The issue and its wait under one condition: ptxas does not see that two separate `if (i > 0)`
+    // agree, and would serialize every wgmma of the kernel.)
     if (i > 0) {
       issue_values(i - 1, r_acc);
       sm90::wgmma_wait<1>();  // S (groups complete in order); P V of block i - 1 still running
