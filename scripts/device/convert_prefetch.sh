@@ -5,7 +5,8 @@
 # Builds bench_convert once per distance (CPU only; the constant rewritten in the build's copy of
 # the source), runs each without the peers in two rounds (the second in the reverse order,
 # --repetitions 3), then bench_convert with the peers (torch, ml_dtypes) for the last distance,
-# whose build stays in place. OUT_DIR gets machine.txt, bench-DIST-ROUND.md and peers-DIST.md.
+# whose build stays in place. OUT_DIR gets machine.txt, bench-DIST-ROUND.md and peers-DIST-* (that
+# run's bench_convert.md, .csv, .provenance.json, _peers.csv).
 # Environment: LOWBIT_BUILD_DIR (default build), LOWBIT_CMAKE_ARGS, LOWBIT_PEER_PYTHON (python3).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,6 +40,6 @@ for round in 1 2; do
 done
 last=${distances[-1]}
 "$build/experiments/bench_convert" --python "$python" --out-dir "$bins/peers" > "$out/peers.log" 2>&1
-cp "$bins/peers/bench_convert.md" "$out/peers-$last.md"
-grep -E "copy_" "$out/peers-$last.md" | head -12
+for f in "$bins"/peers/*; do cp "$f" "$out/peers-$last-$(basename "$f")"; done
+grep -E "copy_" "$out/peers-$last-bench_convert.md" | head -12
 echo "done at +${SECONDS}s"
