@@ -375,11 +375,6 @@ struct Avx512Lanes {
 // narrowing inside the conversion loop made GCC interleave four vectors of codes and spill the
 // plan to the stack.
 constexpr std::size_t kBlock = 512;  // even
-// The split loops prefetch their input this many bytes ahead, every cache line of it: one core's
-// hardware prefetchers leave a stream latency-bound (on the AVX-512 Xeon of results/convert-avx512,
-// float32 -> e4m3 / e5m2 ran at 1.4-1.6e9/s without, 2.1-2.8e9/s with 4 KiB, 1.5-2.1e9/s with 1 KiB,
-// side by side: scripts/device/convert_prefetch.sh). A prefetch changes no code.
-constexpr std::size_t kPrefetchBytes = 4096;
 
 // The loops, compiled once per instruction set (TARGET: a GCC target attribute; LANES: its
 // vocabulary). There is no plain x86-64 variant: without AVX2's per-lane variable shifts GCC's
@@ -414,12 +409,12 @@ constexpr std::size_t kPrefetchBytes = 4096;
     }                                                                                                         \
   }                                                                                                           \
   /* Four vectors of inputs to codes in the output's width. */                                                \
-  template <bool Nearest, class In, Output O, bool Streaming>                                                 \
+  template <bool Nearest, class In, Output O, bool Streaming, bool Prefetch = true>                           \
   [[gnu::always_inline]] TARGET inline void split_step(const SplitPlan& p, const In* in, OutputType<O>* out) { \
     typename LANES::U32 codes[4];                                                                             \
-    if constexpr (kPrefetchBytes > 0)                                                                         \
+    if constexpr (Prefetch && fastconv::kPrefetchBytes > 0) /* not the tail's local copy */                   \
       for (std::size_t line = 0; line < 4 * LANES::count * sizeof(In); line += 64)                            \
-        _mm_prefetch(reinterpret_cast<const char*>(in) + kPrefetchBytes + line, _MM_HINT_T0);                 \
+        _mm_prefetch(reinterpret_cast<const char*>(in) + fastconv::kPrefetchBytes + line, _MM_HINT_T0);       \
     for (std::size_t j = 0; j < 4; ++j) codes[j] = encode_split<LANES, Nearest>(p, LANES::load(in + j * LANES::count)); \
     if constexpr (O == Output::packed4) LANES::template store_packed4<Streaming>(codes, out);                 \
     else LANES::template store<Streaming>(codes, out);                                                        \
@@ -435,7 +430,7 @@ constexpr std::size_t kPrefetchBytes = 4096;
     In tail_in[step] = {};                                                                                    \
     OutputType<O> tail_out[step];                                                                             \
     std::copy(in + i, in + n, tail_in);                                                                       \
-    split_step<Nearest, In, O, false>(p, tail_in, tail_out);                                                  \
+    split_step<Nearest, In, O, false, false>(p, tail_in, tail_out);                                           \
     const std::size_t tail_outputs = O == Output::packed4 ? (n - i + 1) / 2 : n - i;                          \
     std::copy_n(tail_out, tail_outputs, out + output_index<O>(i));                                            \
   }                                                                                                           \
