@@ -110,8 +110,8 @@ inline constexpr std::size_t kStreamingBytes = std::size_t{32} << 20;
 // The split algorithm prefetches its input this many bytes ahead, every cache line of it (a hint:
 // it changes no code). One core's hardware prefetchers leave a stream latency-bound: on the
 // AVX-512 Xeon of results/convert-avx512, float32 -> e4m3 / e5m2 ran at 1.6-1.9e9/s without,
-// 2.1-2.4e9/s with 1 KiB, 2.4-2.9e9/s with 4 KiB and 2.6-3.1e9/s with 16 KiB, side by side
-// (scripts/device/convert_prefetch.sh); 4 KiB keeps the lines in flight well inside a 32 KiB L1.
+// 2.0-2.4e9/s with 1 KiB, 2.4-3.2e9/s with 4 KiB and 2.6-3.2e9/s with 16 KiB, side by side in two
+// calls (scripts/device/convert_prefetch.sh); 4 KiB keeps the lines in flight well inside a 32 KiB L1.
 inline constexpr std::size_t kPrefetchBytes = 4096;
 
 // One way of running the fast path.
