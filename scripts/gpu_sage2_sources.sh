@@ -44,9 +44,13 @@ for dir in "$SOURCES"/*/; do
   [[ -d $dir ]] || continue
   name=$(basename "$dir"); files=$(cd "$dir" && find . -type f | sed 's|^\./||')
   saved=/tmp/sage2-sources-tree; rm -rf "$saved"
-  for f in $files; do mkdir -p "$saved/$(dirname "$f")"; cp "$f" "$saved/$f"; cp "$dir/$f" "$f"; done
+  for f in $files; do
+    [[ -e $f ]] && mkdir -p "$saved/$(dirname "$f")" && cp "$f" "$saved/$f"
+    mkdir -p "$(dirname "$f")" && cp "$dir/$f" "$f"
+  done
   build "$name"
-  for f in $files; do cp "$saved/$f" "$f"; done  # (new times: the next build sees the change)
+  # The tree's files back (new times: the next build sees the change); a file the tree lacks goes.
+  for f in $files; do if [[ -e $saved/$f ]]; then cp "$saved/$f" "$f"; else rm -f "$f"; fi; done
 done
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$R/nvidia-smi.csv"
 echo "built at +${SECONDS}s"

@@ -3,9 +3,9 @@
 # timed side by side on one machine, from the repository root:
 #   scripts/device/convert_prefetch.sh OUT_DIR "DISTANCES"   (default "0 4096 1024"; bytes, 0 = none)
 # Builds bench_convert once per distance (CPU only; the constant rewritten in the header for each
-# build and restored after; the memory probe of bench_convert prefetches as far), runs each without the peers in two rounds (the second in the reverse order,
-# --repetitions 3), then bench_convert with the peers (torch, ml_dtypes) for the last distance,
-# whose build stays in place. OUT_DIR gets machine.txt, bench-DIST-ROUND.md and peers-DIST-* (that
+# build and restored after; bench_convert's memory probe prefetches as far), runs each without the
+# peers in two rounds (the second in the reverse order, --repetitions 3), then bench_convert with
+# the peers (torch, ml_dtypes) for the last distance, whose build stays in place. OUT_DIR gets machine.txt, bench-DIST-ROUND.md and peers-DIST-* (that
 # run's bench_convert.md, .csv, .provenance.json, _peers.csv).
 # Environment: LOWBIT_BUILD_DIR (default build), LOWBIT_CMAKE_ARGS, LOWBIT_PEER_PYTHON (python3).
 set -uo pipefail
@@ -19,17 +19,19 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 bins=/tmp/convert-prefetch && rm -rf "$bins" && mkdir -p "$bins"
 { lscpu | grep -E "Model name|L2|L3"; grep -o -w -E 'avx512f|avx512bw|avx512vl' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
   c++ --version | head -1; "$python" -c "import torch; print('torch', torch.__version__)" 2>&1 | tail -1; } > "$out/machine.txt"
-cp "$source_file" "$bins/source.cpp"
+header="$bins/$(basename "$source_file")"
+cp "$source_file" "$header"
+trap 'cp "$header" "$source_file"' EXIT  # the header as it was, however the script ends
 # shellcheck disable=SC2086
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_CUDA=OFF ${LOWBIT_CMAKE_ARGS:-} > "$out/cmake.log" 2>&1 || { tail "$out/cmake.log"; exit 1; }
 for d in "${distances[@]}"; do
-  sed "s/inline constexpr std::size_t kPrefetchBytes = [0-9]*;/inline constexpr std::size_t kPrefetchBytes = $d;/" "$bins/source.cpp" > "$source_file"
+  sed "s/inline constexpr std::size_t kPrefetchBytes = [0-9]*;/inline constexpr std::size_t kPrefetchBytes = $d;/" "$header" > "$source_file"
   grep -q "kPrefetchBytes = $d;" "$source_file" || { echo "no kPrefetchBytes in $source_file"; exit 1; }
   cmake --build "$build" --parallel "$(nproc)" --target bench_convert lowbit_c_api > "$out/build-$d.log" 2>&1 || { tail -20 "$out/build-$d.log"; exit 1; }
   cp "$build/experiments/bench_convert" "$bins/bench-$d"
   echo "built $d at +${SECONDS}s"
 done
-cp "$bins/source.cpp" "$source_file"
+cp "$header" "$source_file"
 for round in 1 2; do
   order=("${distances[@]}"); [[ $round == 2 ]] && order=($(printf '%s\n' "${distances[@]}" | tac))
   for d in "${order[@]}"; do
