@@ -24,13 +24,15 @@ want() {
 archive() { tar -czf "$OUT/linear-gpu.tar.gz" -C "$(dirname "$R")" "$(basename "$R")"; }
 trap 'archive; ls -la "$OUT"' EXIT
 
+source scripts/device/deps.sh  # the carried build dependencies, and their libraries for the carried binaries
 B=build
 bin=$B/experiments/check_linear_gpu
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$R/nvidia-smi.csv" 2>&1
 nvcc --version > "$R/nvcc.txt" 2>&1
 if ! "$bin" --help > /dev/null 2>&1; then
   log "carried check_linear_gpu does not run here; building"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a ${CMAKE_EXTRA:-} > "$R/cmake.log" 2>&1
+  # shellcheck disable=SC2086  # lists of arguments
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a $LOWBIT_DEPS_CMAKE_ARGS ${CMAKE_EXTRA:-} > "$R/cmake.log" 2>&1
   cmake --build "$B" -j16 --target check_linear_gpu > "$R/build.log" 2>&1 || { tail -30 "$R/build.log"; exit 1; }
 fi
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo unknown)}

@@ -31,13 +31,14 @@ log() { echo "== $(date -u +%H:%M:%S) +${SECONDS}s $*" | tee -a "$R/steps.log"; 
 archive() { tar -czf "$OUT/sage2-results.tar.gz" --exclude='*.npy' -C "$(dirname "$R")" sage2; }
 trap 'archive; ls -la "$OUT"' EXIT
 
+source scripts/device/deps.sh  # the carried build dependencies, and their libraries for the carried binaries
 B=build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$R/nvidia-smi.csv" 2>&1
 nvcc --version > "$R/nvcc.txt" 2>&1
 if ! "$B/experiments/lowbit" --help > /dev/null 2>&1; then
   log "carried binaries do not run here; building"
-  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-    -DZLIB_LIBRARY=/tmp/deps/usr/lib/x86_64-linux-gnu/libz.a -DZLIB_INCLUDE_DIR=/tmp/deps/usr/include > "$R/cmake.log" 2>&1
+  # shellcheck disable=SC2086  # a list of arguments
+  cmake -S . -B "$B" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a $LOWBIT_DEPS_CMAKE_ARGS > "$R/cmake.log" 2>&1
   cmake --build "$B" -j16 --target lowbit check_sage2_gpu bench_attention > "$R/build.log" 2>&1 || { tail -30 "$R/build.log"; exit 1; }
 fi
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat GIT_SHA 2>/dev/null || echo unknown)}

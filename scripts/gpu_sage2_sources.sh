@@ -20,13 +20,9 @@ WT=${WT:-tree}
 R=$OUT/sources; V=/tmp/sage2-sources
 rm -rf "$V"; mkdir -p "$R" "$V"
 trap 'tar -czf "$OUT/sources.tgz" -C "$OUT" sources && rm -rf "$R"' EXIT
-if [[ -d .device-deps ]]; then  # the Debian packages the device machine lacks (../shared/device/README.md)
-  mkdir -p /tmp/deps && for f in .device-deps/*.deb; do dpkg -x "$f" /tmp/deps; done
-  for f in .device-deps/*.tar.xz; do [[ -e $f ]] && tar -xJf "$f" -C /tmp/deps; done  # scripts/device_deps_boost_subset.sh
-  export CMAKE_PREFIX_PATH=/tmp/deps/usr LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-fi
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
-  -DZLIB_LIBRARY=/tmp/deps/usr/lib/x86_64-linux-gnu/libz.a -DZLIB_INCLUDE_DIR=/tmp/deps/usr/include > "$R/cmake.log" 2>&1
+source scripts/device/deps.sh
+# shellcheck disable=SC2086  # a list of arguments
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a $LOWBIT_DEPS_CMAKE_ARGS > "$R/cmake.log" 2>&1
 kernel=kernels/attention/sage2_kernels.cu
 cp "$kernel" "$V/tree.cu"
 touch "$kernel"  # the tool copies the tree with its own times: a build left by an earlier call must not look newer
