@@ -166,7 +166,7 @@ InstructionCount count_instructions(const std::function<void()>& run) {
   return {double(count), ""};
 }
 
-// The memory bound: a loop that reads the inputs and writes as many output bytes, with no
+// The memory probe: a loop that reads the inputs and writes as many output bytes, with no
 // arithmetic to speak of (the top bits of each input), compiled for AVX2, prefetching its input
 // as the fast path does (fastconv::kPrefetchBytes ahead, every line). With streaming stores
 // (as the fast path takes for large outputs) it writes each 4 KiB of output into a block that
