@@ -83,22 +83,19 @@ struct WgmmaE4m3 {
                              int scale_d);
 };
 
-// D (f32) += A B over one k step, A and B from shared memory: bf16 (k16, neither operand negated
-// nor transposed: K-major) and e4m3 (k32); scale_d = 0 starts from +0.
-template <int N>
-struct WgmmaBf16 {
+// D (f32) += A B over one k step of K elements (32 bytes of every row), A and B from shared memory,
+// neither negated nor transposed (K-major): K = 16 is bf16, K = 32 e4m3; scale_d = 0 starts from +0.
+template <int N, int K>
+struct WgmmaSharedF32 {
   static constexpr layout::Fragment accumulator = layout::wgmma_m64_d(N);
   static constexpr int kRegisters = accumulator.value_count;
-  static constexpr int kK = 16;
+  static constexpr int kK = K;
   __device__ static void mma(float (&d)[kRegisters], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d);
 };
 template <int N>
-struct WgmmaE4m3Shared {
-  static constexpr layout::Fragment accumulator = layout::wgmma_m64_d(N);
-  static constexpr int kRegisters = accumulator.value_count;
-  static constexpr int kK = 32;
-  __device__ static void mma(float (&d)[kRegisters], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d);
-};
+using WgmmaBf16 = WgmmaSharedF32<N, 16>;
+template <int N>
+using WgmmaE4m3Shared = WgmmaSharedF32<N, 32>;
 
 // Operand numbers after the R accumulator registers: S8, BF16 and E4M3 from shared memory take
 // desc_a, desc_b, scale_d; E4M3 with A in registers takes a0..a3, desc_b, scale_d.
@@ -123,12 +120,13 @@ struct WgmmaE4m3Shared {
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                        \
   }
 
-// TYPE: the struct; SHAPE_TYPES: the instruction's suffix; IMMEDIATES: after scale-d.
-#define LOWBIT_SM90_WGMMA_SS_F32(TYPE, N, R, SHAPE_TYPES, DESC_A, DESC_B, SCALE, IMMEDIATES)                     \
+// K: the k step; TYPES: the instruction's types; IMMEDIATES: after scale-d.
+#define LOWBIT_SM90_WGMMA_SS_F32(N, K, R, TYPES, DESC_A, DESC_B, SCALE, IMMEDIATES)                              \
   template <>                                                                                                     \
-  __device__ inline void TYPE<N>::mma(float (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b, int scale_d) {   \
+  __device__ inline void WgmmaSharedF32<N, K>::mma(float (&d)[R], std::uint64_t desc_a, std::uint64_t desc_b,     \
+                                                   int scale_d) {                                                 \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                                            \
-                 "wgmma.mma_async.sync.aligned.m64n" #N SHAPE_TYPES " {" LOWBIT_SM90_REGS_##R "}, %" #DESC_A      \
+                 "wgmma.mma_async.sync.aligned.m64n" #N "k" #K "." TYPES " {" LOWBIT_SM90_REGS_##R "}, %" #DESC_A \
                  ", %" #DESC_B ", p" IMMEDIATES ";\n}\n"                                                          \
                  : LOWBIT_SM90_OPS_##R(LOWBIT_SM90_F32, d, 0)                                                     \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                       \
@@ -138,9 +136,9 @@ LOWBIT_SM90_WGMMA_S8(64, 32, 32, 33, 34)
 LOWBIT_SM90_WGMMA_S8(128, 64, 64, 65, 66)
 LOWBIT_SM90_WGMMA_E4M3(64, 32, 32, 33, 34, 35, 36, 37)
 LOWBIT_SM90_WGMMA_E4M3(128, 64, 64, 65, 66, 67, 68, 69)
-LOWBIT_SM90_WGMMA_SS_F32(WgmmaBf16, 64, 32, "k16.f32.bf16.bf16", 32, 33, 34, ", 1, 1, 0, 0")
-LOWBIT_SM90_WGMMA_SS_F32(WgmmaBf16, 128, 64, "k16.f32.bf16.bf16", 64, 65, 66, ", 1, 1, 0, 0")
-LOWBIT_SM90_WGMMA_SS_F32(WgmmaE4m3Shared, 64, 32, "k32.f32.e4m3.e4m3", 32, 33, 34, ", 1, 1")
-LOWBIT_SM90_WGMMA_SS_F32(WgmmaE4m3Shared, 128, 64, "k32.f32.e4m3.e4m3", 64, 65, 66, ", 1, 1")
+LOWBIT_SM90_WGMMA_SS_F32(64, 16, 32, "f32.bf16.bf16", 32, 33, 34, ", 1, 1, 0, 0")
+LOWBIT_SM90_WGMMA_SS_F32(128, 16, 64, "f32.bf16.bf16", 64, 65, 66, ", 1, 1, 0, 0")
+LOWBIT_SM90_WGMMA_SS_F32(64, 32, 32, "f32.e4m3.e4m3", 32, 33, 34, ", 1, 1")
+LOWBIT_SM90_WGMMA_SS_F32(128, 32, 64, "f32.e4m3.e4m3", 64, 65, 66, ", 1, 1")
 
 }  // namespace lowbit::kernels::sm90
