@@ -35,10 +35,10 @@ enum class KvOrder : std::uint8_t { ascending, descending };
 
 struct Sage2HopperRecipe {
   int head_dim = 128;
-  int block_q = 128;         // queries per thread block
+  int block_q = 128;         // queries per Q block (the tile of Q's per-thread groups and scales)
   int block_kv = 128;        // keys per KV block (the P·V K loop: block_kv / 32 wgmma k32 steps)
-  int consumer_warps = 8;    // warps that run the math: two warpgroups of 64 query rows each (a third
-                             // warpgroup loads K and V for both)
+  int consumer_warps = 8;    // warps over a Q block's rows in Q K^T: one warpgroup per 64 query rows
+                             // (the attention kernel runs each such unit as one warpgroup)
   KvOrder kv_order = KvOrder::ascending;
   int key_mean_chunk = 128;  // tokens per double partial sum of the K mean
   steps::Exp2 exp2;          // the exponential the kernel runs: the polynomial, or MUFU.EX2 (sage2-8b-ex2)

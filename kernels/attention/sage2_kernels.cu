@@ -2,16 +2,18 @@
 // Every fp32 step is a function of emulation/attention/kernel_steps.hpp or sage2_hopper.hpp; the
 // tiling, the groups and the KV order are the recipe's (sage2_8b_hopper).
 //
-// The attention kernel, one thread block per (block of block_q queries, Q head, batch):
-//   producer warp: Q once (cp.async), then K and V of every KV block into a ring of shared-memory
-//     stages, one bulk copy per tile (the tiles are stored in shared-memory order), each stage's
-//     mbarrier completing when its bytes landed; a stage is refilled once both consumers announced
-//     it empty (named barriers);
-//   consumer warpgroups (64 query rows each), per KV block: S = Q K'^T (wgmma s8, exact), the
-//     contract's steps 1-7 in registers, P's E4M3 codes moved from the S fragment to the A
-//     fragment of P V (fragment.hpp), R = P V (wgmma e4m3 from +0), o = fma(o, alpha, R); at the
-//     end the lanes' row sums, the normalization, the LSE with its smoothing bias. Block i's Q K'^T
-//     is issued with block i-1's P V behind it, so P V runs during block i's softmax.
+// The attention kernel: every warpgroup runs one unit, the 64 query rows of a Q block that the
+// recipe gives one consumer warpgroup, of one (Q head, batch); a thread block holds the
+// kUnitsPerBlock consecutive units of a head, kBlocksPerSm blocks per SM (AttentionShape):
+//   per KV block, in order: S = Q K'^T (wgmma s8, exact), the contract's steps 1-7 in registers,
+//     P's E4M3 codes moved from the S fragment to the A fragment of P V (fragment.hpp), R = P V
+//     (wgmma e4m3 from +0), o = fma(o, alpha, R); at the end the lanes' row sums, the
+//     normalization, the LSE with its smoothing bias. A warpgroup waits for each wgmma: the other
+//     warpgroups of the SM, at other points of their loops, keep the tensor cores and the
+//     exponential unit busy meanwhile;
+//   K and V of every KV block reach a ring of shared-memory stages that the block's warpgroups
+//     share, one bulk copy per tile (the tiles are stored in shared-memory order), each stage's
+//     mbarrier completing when its bytes landed; the warpgroup that releases a stage last refills it.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -43,11 +45,6 @@ using lowbit::attention::sage2_8b_hopper;
 using sm90::KMajorLayout;
 
 constexpr int kThreads = 256;  // threads of the quantization kernel
-// The attention kernel: a producer warpgroup (loads; its first warp copies, the others leave) and
-// the recipe's consumer warpgroups (math).
-constexpr int kProducerThreads = 128, kCopyThreads = 32;
-constexpr int kProducerRegisters = 24;  // setmaxnreg of the producer warpgroup
-constexpr int kRegisterFile = 65536;    // 32-bit registers of an SM (one thread block per SM)
 constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
 constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
 
@@ -262,27 +259,30 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 }
 
 // ---- attention -----------------------------------------------------------------------------------
-// Shared memory: the Q tile (block_q x d) and kStages stages of the K tile (block_kv x d) and of the
-// V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
+// How the units share the SM, per head dimension (chosen side by side on an H100,
+// results/bench_attention/README.md): at d = 128, three warpgroups in one block share a ring of 4
+// stages (the L2 then sends each K/V block once per 192 query rows, a third of the energy of one
+// warpgroup per block; the kernel runs at the GPU's power limit); at d = 64, one warpgroup per
+// block and four blocks per SM.
 template <int HeadDim>
-struct AttentionSmem {
+struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  static constexpr int kConsumerWarpgroups = recipe.consumer_warps / 4;
-  static constexpr int kThreads = kProducerThreads + 32 * recipe.consumer_warps;
-  // setmaxnreg of the consumers: what the producer leaves of the register file, in steps of 8
-  // (240 with two consumer warpgroups, 160 with three).
-  static constexpr int kConsumerRegisters =
-      (kRegisterFile - kProducerThreads * kProducerRegisters) / (32 * recipe.consumer_warps) / 8 * 8;
-  static_assert(kConsumerRegisters <= 256, "setmaxnreg takes at most 256");
-  static constexpr int kQBytes = recipe.block_q * HeadDim;
+  static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
+  static constexpr int kUnitsPerBlock = HeadDim == 128 ? 3 : 1;
+  static constexpr int kBlocksPerSm = HeadDim == 128 ? 1 : 4;
+  static constexpr int kStages = HeadDim == 128 ? 4 : 2;
+  static constexpr int kThreads = 128 * kUnitsPerBlock;
+  // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
+  // and of the V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
+  static constexpr int kQBytes = 64 * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
-  static constexpr int kStages = 4;
-  static constexpr int kBytes = kQBytes + kStages * (kKBytes + kVBytes);
-  // Stage s is full when its mbarrier's phase completes (the bulk copies' bytes landed), empty at
-  // named barrier kEmpty + s (0 is __syncthreads'; the consumers arrive, the copying warp waits).
-  static constexpr int kEmpty = 1;
-  static_assert(kEmpty + kStages <= 16, "16 named barriers");
+  static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVBytes);
+  static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024;  // sm_90
+  static_assert(kBlocksPerSm * (kBytes + kSmemReservedPerBlock + 1024) <= kSmemPerSm, "the blocks fit the SM");
+  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads').
+  static constexpr int kUnitDone = 1;
+  static_assert(kUnitDone + kUnitsPerBlock <= 16, "16 named barriers");
   // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask), and the parity of the
   // phase of that stage's mbarrier the block is (the stage's (i / kStages)-th fill).
   static constexpr int stage_of(int i) { return int(unsigned(i) % kStages); }
@@ -290,27 +290,30 @@ struct AttentionSmem {
 };
 
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
-// copying warp's threads (the Q tile, once per block).
+// warpgroup's threads (its Q tile, once).
 template <int Rows, int KBytes>
 __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* global, long long row_stride,
                                        int thread) {
   constexpr KMajorLayout layout{KBytes};
   constexpr int kPieces = Rows * KBytes / KMajorLayout::kCoreRowBytes;
-  static_assert(kPieces % kCopyThreads == 0, "whole rounds of 16-byte copies");
+  static_assert(kPieces % 128 == 0, "whole rounds of 16-byte copies");
 #pragma unroll
-  for (int piece = thread; piece < kPieces; piece += kCopyThreads) {
+  for (int piece = thread; piece < kPieces; piece += 128) {
     const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
     sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
 }
 
 template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
-__global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_attention_kernel(const AttentionParams p) {
-  using Smem = AttentionSmem<HeadDim>;
+__global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionShape<HeadDim>::kBlocksPerSm)
+    sage2_attention_kernel(const AttentionParams p) {
+  using Shape = AttentionShape<HeadDim>;
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim, Exp2Unit);
-  constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv;
-  static_assert(kBlockQ == 64 * Smem::kConsumerWarpgroups && recipe.consumer_warps % 4 == 0,
+  constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv, kUnits = Shape::kUnitsPerBlock;
+  static_assert(kBlockQ == 64 * Shape::kUnitsPerQBlock && recipe.consumer_warps % 4 == 0,
                 "one consumer warpgroup per 64 query rows");
+  // Every unit reads the KV blocks in one order, so its block's units can share the ring.
+  static_assert(recipe.kv_order == KvOrder::ascending, "the units of a block read the KV blocks in one order");
   using SWgmma = sm90::WgmmaS8<kBlockKv>;
   using PvWgmma = sm90::WgmmaE4m3<HeadDim>;
   constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of a warpgroup x block_kv keys
@@ -323,73 +326,73 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
   constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
-  constexpr int kEmptyThreads = kCopyThreads + 128 * Smem::kConsumerWarpgroups;
 
   extern __shared__ __align__(128) std::uint8_t smem[];
-  std::uint8_t* q_tile = smem;
-  std::uint8_t* k_tiles = smem + Smem::kQBytes;
-  std::uint8_t* v_tiles = k_tiles + Smem::kStages * Smem::kKBytes;
+  std::uint8_t* k_tiles = smem + kUnits * Shape::kQBytes;
+  std::uint8_t* v_tiles = k_tiles + Shape::kStages * Shape::kKBytes;
 
-  const int q_blocks = p.padded_q / kBlockQ;
-  const int q_block = Causal ? q_blocks - 1 - int(blockIdx.x) : int(blockIdx.x);  // longest first
+  // This warpgroup's unit (broadcast from lane 0: the compiler then keeps what derives from it, the
+  // wgmma descriptors, in uniform registers); blocks of the longest units first when causal.
+  const int units = p.padded_q / 64, blocks = (units + kUnits - 1) / kUnits;
+  const int block = Causal ? blocks - 1 - int(blockIdx.x) : int(blockIdx.x);
+  const int w = __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0), thread = threadIdx.x % 128;
+  const int unit = block * kUnits + w;
+  const int q_block = unit / Shape::kUnitsPerQBlock, q0 = q_block * kBlockQ;
+  const int unit_row = unit % Shape::kUnitsPerQBlock * 64;  // in the Q block
   const int hq = blockIdx.y, b = blockIdx.z, hkv = hq / (p.heads_q / p.heads_kv);
-  const int q0 = q_block * kBlockQ;
   const long long q_head = (long long)b * p.heads_q + hq, kv_head = (long long)b * p.heads_kv + hkv;
   const std::uint8_t* k_codes = reinterpret_cast<const std::uint8_t*>(p.k_codes) + kv_head * p.padded_kv * HeadDim;
   const std::uint8_t* v_codes = p.v_codes + kv_head * HeadDim * p.padded_kv;
 
-  // KV blocks: every block with a key visible to some query of the Q block.
-  const int last_key = (Causal ? min(p.tokens, q0 + kBlockQ) : p.tokens) - 1;
-  const int kv_count = last_key / kBlockKv + 1;
-  const auto kv_block = [&](int i) { return recipe.kv_order == KvOrder::ascending ? i : kv_count - 1 - i; };
+  // KV blocks of unit u: every block with a key visible to some query of the unit (none past the
+  // last unit). Causal, a later unit of the block sees as many blocks or more.
+  const auto kv_count_of = [&](int u) {
+    if (u >= units) return 0;
+    return ((Causal ? min(p.tokens, u * 64 + 64) : p.tokens) - 1) / kBlockKv + 1;
+  };
+  const int kv_count = kv_count_of(unit), block_kv_count = kv_count_of(min(block * kUnits + kUnits - 1, units - 1));
+  const auto readers_of = [&](int i) {  // the units of the block that read KV block i
+    int readers = 0;
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) readers += kv_count_of(block * kUnits + u) > i;
+    return readers;
+  };
 
-  // Stage s's mbarrier: one arrival (the copying thread's) and the bytes of its bulk copies.
-  __shared__ std::uint64_t full[Smem::kStages];
-  if (threadIdx.x == 0)
-    for (int s = 0; s < Smem::kStages; ++s) sm90::mbarrier_init(&full[s], 1);
-  __syncthreads();
-
-  if (threadIdx.x < kProducerThreads) {
-    // The producer's first warp: block i's K and V into stage i % kStages once the consumers are
-    // done with the block that stage held (block i - kStages), each tile one bulk copy by lane 0;
-    // Q by the warp's cp.async, completed before block 0's arrival. The consumers release a stage
-    // without waiting for a later one, so the ring cannot deadlock.
-    sm90::lower_registers<kProducerRegisters>();
-    if (threadIdx.x >= kCopyThreads) return;
-    const int lane = threadIdx.x;
-    load_tile_async<kBlockQ, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
-                                                  (q_head * p.padded_q + q0) * HeadDim, HeadDim, lane);
-    sm90::commit_copies();
-    for (int i = 0; i < kv_count; ++i) {
-      const int j = kv_block(i), stage = Smem::stage_of(i);
-      if (i >= Smem::kStages) sm90::barrier_sync(Smem::kEmpty + stage, kEmptyThreads);
-      if (lane == 0) {
-        sm90::mbarrier_expect_bytes(&full[stage], Smem::kKBytes + Smem::kVBytes);
-        sm90::bulk_copy_async(k_tiles + stage * Smem::kKBytes, k_codes + k_code_offset(j * kBlockKv, 0, HeadDim, kBlockKv),
-                              Smem::kKBytes, &full[stage]);
-        sm90::bulk_copy_async(v_tiles + stage * Smem::kVBytes, v_codes + v_code_offset(0, j * kBlockKv, HeadDim, kBlockKv),
-                              Smem::kVBytes, &full[stage]);
-      }
-      if (i == 0) {  // Q (generic-proxy writes that wgmma reads) in every lane, before block 0 is announced
-        sm90::wait_copies<0>();
-        sm90::fence_async_shared();
-        __syncwarp();
-      }
-      if (lane == 0) sm90::mbarrier_arrive(&full[stage]);
+  // Stage s: its mbarrier (one arrival, the refilling thread's, and the bytes of its bulk copies)
+  // and the count of units that released it.
+  __shared__ std::uint64_t full[Shape::kStages];
+  __shared__ unsigned released[Shape::kStages];
+  const auto load_kv = [&](int i) {  // one thread: KV block i into its stage
+    const int stage = Shape::stage_of(i);
+    sm90::mbarrier_expect_bytes(&full[stage], Shape::kKBytes + Shape::kVBytes);
+    sm90::bulk_copy_async(k_tiles + stage * Shape::kKBytes, k_codes + k_code_offset(i * kBlockKv, 0, HeadDim, kBlockKv),
+                          Shape::kKBytes, &full[stage]);
+    sm90::bulk_copy_async(v_tiles + stage * Shape::kVBytes, v_codes + v_code_offset(0, i * kBlockKv, HeadDim, kBlockKv),
+                          Shape::kVBytes, &full[stage]);
+    sm90::mbarrier_arrive(&full[stage]);
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Shape::kStages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      released[s] = 0;
     }
-    return;
   }
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 0; i < Shape::kStages && i < block_kv_count; ++i) load_kv(i);
+  if (kv_count == 0) return;  // a block's units past the last
+  std::uint8_t* q_tile = smem + w * Shape::kQBytes;
+  load_tile_async<64, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
+                                           (q_head * p.padded_q + q0 + unit_row) * HeadDim, HeadDim, thread);
+  sm90::commit_copies();
+  sm90::wait_copies<0>();
+  sm90::fence_async_shared();
+  sm90::barrier_sync(Shape::kUnitDone + w, 128);
 
-  // The consumers: one warpgroup per 64 query rows.
-  sm90::raise_registers<Smem::kConsumerRegisters>();
-  // (The warpgroup broadcast from lane 0: the compiler then knows it is the same in the whole warp,
-  // and keeps what derives from it, the wgmma descriptors, in uniform registers.)
-  const int warpgroup = __shfl_sync(0xffffffffu, (threadIdx.x - kProducerThreads) / 128, 0);
-  const int thread = threadIdx.x % 128;
   const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
-  const int row0 = warpgroup * 64 + base.row;  // in the Q block; the thread also holds row0 + 8
+  const int row0 = unit_row + base.row;  // in the Q block; the thread also holds row0 + 8
   const quant::QkGroups& groups = groups_of(HeadDim);
-  const float q_scale = p.q_scales[(q_head * q_blocks + q_block) * p.q_groups + groups.q.group_of_row[row0]];
+  const float q_scale = p.q_scales[(q_head * (p.padded_q / kBlockQ) + q_block) * p.q_groups + groups.q.group_of_row[row0]];
   const int k_group = groups.k.group_of_row[base.col];
   const float* k_scales = p.k_scales + kv_head * (p.padded_kv / kBlockKv) * p.k_groups + k_group;
 
@@ -399,61 +402,27 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
   float m[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float offset[2] = {steps::kNegativeInfinity, steps::kNegativeInfinity};
   float l[2] = {0.0f, 0.0f};
-  // The descriptors of this warpgroup's Q rows and of stage 0's K and V^T tiles; a k32 slice or a
-  // stage further is sm90::advance of them.
-  const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile + q_layout.row_offset(warpgroup * 64), q_layout);
+  // The descriptors of the Q tile and of stage 0's K and V^T tiles; a k32 slice or a stage further
+  // is sm90::advance of them.
+  const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
   const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
-  // Carried from block i - 1 to block i: its P codes (the A fragment of its P V) and its alpha.
-  std::uint32_t p_codes[kPGroups][4];
-  float alpha_pending[2] = {0.0f, 0.0f};
 
-  // Step 8 of block i: R = P V from +0 over the block's k32 steps (FP22), issued, not waited for.
-  // Keys within each group of 32 are in the A fragment's order, V^T's rows in the same order
-  // (kernels/sm90/fragment.hpp).
-  const auto issue_values = [&](int i, float (&r_acc)[kOValues]) {
-    const int v_tile = Smem::stage_of(i) * Smem::kVBytes;
-#pragma unroll
-    for (int g = 0; g < kPGroups; ++g)
-      PvWgmma::mma(r_acc, p_codes[g], sm90::advance(v_descriptor, v_tile + v_layout.slice_offset(g, PvWgmma::kK)), g > 0);
-    sm90::wgmma_commit();
-  };
-  // Step 9 of block i once its R arrived: two-level accumulation; its stage may then be refilled
-  // (the producer waits for the stages it will refill only).
-  const auto accumulate_values = [&](int i, float (&r_acc)[kOValues]) {
-    sm90::fence_registers(r_acc);
-    if (i + Smem::kStages < kv_count) sm90::barrier_arrive(Smem::kEmpty + Smem::stage_of(i), kEmptyThreads);
-#pragma unroll
-    for (int v = 0; v < kOValues; ++v)
-      o[v] = steps::accumulate_output(o[v], alpha_pending[o_values[v].row / 8], r_acc[v]);
-  };
-
-  // Block i's Q K'^T is issued with block i - 1's P V behind it, so the tensor cores run P V while
-  // this warpgroup runs block i's softmax; the same steps on the same values as one block at a time.
   for (int i = 0; i < kv_count; ++i) {
-    const int j = kv_block(i), stage = Smem::stage_of(i), kv0 = j * kBlockKv;
-    // The block's K scale is read before the waits (which the compiler cannot move a load across):
-    // its latency runs behind Q K'^T instead of between S and step 1.
-    const float k_scale = k_scales[(long long)j * p.k_groups];
-    sm90::mbarrier_wait(&full[stage], Smem::parity_of(i));
+    const int stage = Shape::stage_of(i), kv0 = i * kBlockKv;
+    // The block's K scale is read before the waits (which the compiler cannot move a load across).
+    const float k_scale = k_scales[(long long)i * p.k_groups];
+    sm90::mbarrier_wait(&full[stage], Shape::parity_of(i));
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
     std::int32_t s_acc[kSValues];
-    float r_acc[kOValues];
     sm90::wgmma_fence();
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
       SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
-                  sm90::advance(k_descriptor, stage * Smem::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
+                  sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
-    // (The issue and its wait under one condition: ptxas does not see that two separate `if (i > 0)`
-    // agree, and would serialize every wgmma of the kernel.)
-    if (i > 0) {
-      issue_values(i - 1, r_acc);
-      sm90::wgmma_wait<1>();  // S (groups complete in order); P V of block i - 1 still running
-    } else {
-      sm90::wgmma_wait<0>();
-    }
+    sm90::wgmma_wait<0>();
     sm90::fence_registers(s_acc);
 
     // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
@@ -472,7 +441,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       return max(max(chains[0], chains[1]), max(chains[2], chains[3]));
     };
     const float scale = steps::score_scale(q_scale, k_scale);
-    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + warpgroup * 64);
+    const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + unit_row);
     float block_max[2];
     if (!masked)
 #pragma unroll
@@ -493,20 +462,9 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
     for (int lanes = 1; lanes <= 2; lanes *= 2)
 #pragma unroll
       for (int h = 0; h < 2; ++h) block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffffu, block_max[h], lanes));
-    // Block i - 1's P V, once arrived, into o. At d = 128 between the two rows: the first row's
-    // exponentials run while the tensor cores finish P V, and the second row's beside the 64 fp32
-    // FMAs (2-6% faster than after both rows); at d = 64 after both rows (2-3% faster there than
-    // between them). Both measured side by side on an H100 (results/bench_attention/README.md).
-    constexpr bool kAccumulateBetweenRows = HeadDim == 128;
-    const auto accumulate_previous = [&] {
-      if (i == 0) return;
-      sm90::wgmma_wait<0>();
-      accumulate_values(i - 1, r_acc);
-    };
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (kAccumulateBetweenRows && h == 1) accumulate_previous();
       m[h] = fmaxf(m[h], block_max[h]);
       const float new_offset = steps::row_offset(m[h], recipe.p_log2_scale);
       alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
@@ -520,7 +478,7 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
       }
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
     }
-    if (!kAccumulateBetweenRows) accumulate_previous();
+    std::uint32_t p_codes[kPGroups][4];
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
 #pragma unroll
@@ -529,15 +487,28 @@ __global__ void __launch_bounds__(AttentionSmem<HeadDim>::kThreads, 1) sage2_att
         p_codes[g][r] = std::uint32_t(steps::e4m3_code_pair(x[source[4 * r]], x[source[4 * r + 1]])) |
                         std::uint32_t(steps::e4m3_code_pair(x[source[4 * r + 2]], x[source[4 * r + 3]])) << 16;
       }
-    alpha_pending[0] = alpha[0];
-    alpha_pending[1] = alpha[1];
-  }
-  {  // The last block's P V.
+
+    // Step 8: R = P V from +0 over the block's k32 steps (FP22). Keys within each group of 32 are
+    // in the A fragment's order, V^T's rows in the same order (kernels/sm90/fragment.hpp).
     float r_acc[kOValues];
     sm90::wgmma_fence();
-    issue_values(kv_count - 1, r_acc);
+#pragma unroll
+    for (int g = 0; g < kPGroups; ++g)
+      PvWgmma::mma(r_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
+                   g > 0);
+    sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
-    accumulate_values(kv_count - 1, r_acc);
+    sm90::fence_registers(r_acc);
+    // The stage is free for this unit once all its warps passed the wait; the unit that releases it
+    // last (an acquire-release count, so the others' reads precede the refill) refills it.
+    sm90::barrier_sync(Shape::kUnitDone + w, 128);
+    if (thread == 0 && sm90::shared_count_add(&released[stage]) + 1 == unsigned(readers_of(i))) {
+      released[stage] = 0;
+      if (i + Shape::kStages < block_kv_count) load_kv(i + Shape::kStages);
+    }
+    // Step 9: two-level accumulation.
+#pragma unroll
+    for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
   }
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
@@ -626,18 +597,18 @@ void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
 }
 template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
-  using Smem = AttentionSmem<HeadDim>;
+  using Shape = AttentionShape<HeadDim>;
   const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit>;
   static const bool configured = [&] {
-    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Smem::kBytes),
+    check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kBytes),
                "cudaFuncSetAttribute (attention shared memory)");
     return true;
   }();
   (void)configured;
-  kernel<<<dim3(p.padded_q / Smem::recipe.block_q, p.heads_q, p.batch), Smem::kThreads, Smem::kBytes, stream>>>(p);
+  const int units = p.padded_q / 64, blocks = (units + Shape::kUnitsPerBlock - 1) / Shape::kUnitsPerBlock;
+  kernel<<<dim3(blocks, p.heads_q, p.batch), Shape::kThreads, Shape::kBytes, stream>>>(p);
   check_launch("sage2_attention_kernel launch");
 }
-
 void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   if (dtype == DType::fp16) head_dim == 64 ? statistics_for<__half, 64>(p, s) : statistics_for<__half, 128>(p, s);

@@ -1,5 +1,4 @@
-// Synchronization of warp-specialized kernels (sm_90a): named barriers between a producer and
-// consumers, and the per-warpgroup register budget.
+// Synchronization within a thread block (sm_90a): named barriers, mbarriers, a shared counter.
 //
 // Named barriers (bar.sync / bar.arrive with a thread count, PTX "barrier"): a consumer waits with
 // sync, its producer signals with arrive (release: its prior shared-memory writes are visible to
@@ -52,15 +51,12 @@ __device__ inline void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parit
       : "memory");
 }
 
-// setmaxnreg: the executing warpgroup's register budget (a multiple of 8, 24..256). Takes effect
-// where the kernel has a register cap at entry (__launch_bounds__(threads, 1)).
-template <int Registers>
-__device__ inline void raise_registers() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Registers));
-}
-template <int Registers>
-__device__ inline void lower_registers() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
+// Adds 1 to a shared-memory counter and returns its value before (acquire-release at CTA scope:
+// what this thread saw before comes before, for the thread that reads the count after it).
+__device__ inline unsigned shared_count_add(unsigned* counter) {
+  unsigned before;
+  asm volatile("atom.acq_rel.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(shared_address(counter)) : "memory");
+  return before;
 }
 
 }  // namespace lowbit::kernels::sm90
