@@ -74,17 +74,20 @@ __device__ inline void store_pair(__nv_bfloat16* at, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
 }
 
+// The inverse a scale's codes divide by (steps::divide_by_inverse), 0 for a zero scale.
+__device__ inline float inverse_of(float scale) { return scale == 0.0f ? 0.0f : __frcp_rn(scale); }
 // quant::quantize's INT8 code of x in a group of scale s (s = amax / 127; s = 0: zero codes):
 // encode(int8, x / s) rounds the fp32 quotient to the nearest integer, ties to even, saturating.
-__device__ inline std::int8_t int8_code(float x, float scale) {
+// (The quotients are normal or zero: x and s come from fp16/bf16 values or their fp32 differences.)
+__device__ inline std::int8_t int8_code(float x, float scale, float inverse) {
   if (scale == 0.0f) return 0;
-  const int code = __float2int_rn(__fdiv_rn(x, scale));
+  const int code = __float2int_rn(steps::divide_by_inverse(x, scale, inverse));
   return std::int8_t(code < -128 ? -128 : code > 127 ? 127 : code);
 }
 // quant::quantize's E4M3 code of v in a channel of scale s: encode(e4m3, v / s), to nearest even,
 // saturating (cvt.rn.satfinite.e4m3x2.f32, the conversion steps::e4m3_code runs).
-__device__ inline std::uint8_t e4m3_code(float v, float scale) {
-  return scale == 0.0f ? std::uint8_t(0) : steps::e4m3_code(__fdiv_rn(v, scale));
+__device__ inline std::uint8_t e4m3_code(float v, float scale, float inverse) {
+  return scale == 0.0f ? std::uint8_t(0) : steps::e4m3_code(steps::divide_by_inverse(v, scale, inverse));
 }
 
 // ---- K/V statistics: per chunk of key_mean_chunk tokens, the K sums (double) and V amax ---------
@@ -125,27 +128,31 @@ __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeP
 }
 
 // ---- quantization of one block of tokens of one head --------------------------------------------
-// Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each warp's lanes
-// over the channels. Group amax = max over the group's rows of the row amax (max is exact, so the
-// order is free); scale = amax / 127 in fp32; codes from the fp32 quotient.
+// Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each lane holding
+// HeadDim / 32 consecutive channels of a row (its codes: one store). Group amax = max over the
+// group's rows of the row amax (max is exact, so the order is free); scale = amax / 127 in fp32;
+// codes from the fp32 quotient.
 template <int MaxRows>
 struct QuantizeTile {
   float row_amax[MaxRows];
   float group_scale[MaxRows];
+  float group_inverse[MaxRows];
 };
 
-// x(row, c) gives the fp32 value (0 for padding rows); writes code (row, c) at codes[at(row, c)] and
-// the raw group scales.
+// x(row, c) gives the fp32 value (0 for padding rows); writes the codes of (row, c .. c + HeadDim / 32
+// - 1) at codes[at(row, c)] (consecutive bytes there) and the raw group scales.
 template <int Rows, int HeadDim, int MaxRows, class Value, class At>
 __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
   static_assert(Rows <= MaxRows);
   constexpr int kPerLane = HeadDim / 32;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  using Word = std::conditional_t<kPerLane == 4, std::uint32_t, std::uint16_t>;  // a lane's codes of a row
+  static_assert(kPerLane == 4 || kPerLane == 2, "d = 128 or 64");
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = kPerLane * lane;
   for (int row = warp; row < Rows; row += kThreads / 32) {
     float amax = 0.0f;
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x(row, lane + 32 * e)));
+    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x(row, c0 + e)));
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
     if (lane == 0) tile.row_amax[row] = amax;
@@ -155,13 +162,18 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, s
     float amax = 0.0f;
     for (int row = 0; row < Rows; ++row)
       if (groups.group_of_row[row] == group) amax = fmaxf(amax, tile.row_amax[row]);
-    tile.group_scale[group] = __fdiv_rn(amax, kInt8Target);
+    const float scale = __fdiv_rn(amax, kInt8Target);
+    tile.group_scale[group] = scale;
+    tile.group_inverse[group] = inverse_of(scale);
   }
   __syncthreads();
   for (int row = warp; row < Rows; row += kThreads / 32) {
-    const float scale = tile.group_scale[groups.group_of_row[row]];
+    const int group = groups.group_of_row[row];
+    const float scale = tile.group_scale[group], inverse = tile.group_inverse[group];
+    Word word = 0;
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) codes[at(row, lane + 32 * e)] = int8_code(x(row, lane + 32 * e), scale);
+    for (int e = 0; e < kPerLane; ++e) word |= Word(std::uint8_t(int8_code(x(row, c0 + e), scale, inverse))) << (8 * e);
+    *reinterpret_cast<Word*>(codes + at(row, c0)) = word;
   }
 }
 
@@ -175,15 +187,28 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   static_assert(p_map.consistent, "the accumulator -> A fragment map of P");
   __shared__ QuantizeTile<kMaxRows> tile;
   __shared__ float channel[HeadDim];          // K mean or V scale
+  __shared__ float channel_inverse[HeadDim];  // V: inverse_of(scale)
   // The block's Q, K or V values, read from global memory once, row by row (coalesced); each pass
-  // (row amax, codes, the LSE bias, V's transposed store) reads them here.
-  __shared__ T values[kMaxRows][HeadDim + 2];
+  // (row amax, codes, the LSE bias, V's transposed store) reads them here. (Rows 2 elements longer:
+  // V's pass reads 32 rows of one channel at once, then in 32 banks.)
+  __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
   const int block = blockIdx.x, b = blockIdx.z;
+  // 16 bytes a load where the rows allow it (4-byte stores into the padded rows), else 2.
   const auto stage = [&](const T* input, long long token_stride, int t0, int rows) {
-    for (int e = threadIdx.x; e < rows * HeadDim; e += kThreads) {
-      const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
-      values[row][c] = t < p.tokens ? input[t * token_stride + c] : from_float<T>(0.0f);
+    constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece;
+    if (reinterpret_cast<std::uintptr_t>(input) % 16 == 0 && token_stride % kPiece == 0) {
+      for (int piece = threadIdx.x; piece < rows * kPieces; piece += kThreads) {
+        const int row = piece / kPieces, c = piece % kPieces * kPiece, t = t0 + row;
+        const uint4 bytes = t < p.tokens ? *reinterpret_cast<const uint4*>(input + t * token_stride + c) : uint4{0, 0, 0, 0};
+        std::uint32_t* to = reinterpret_cast<std::uint32_t*>(&values[row][c]);
+        to[0] = bytes.x, to[1] = bytes.y, to[2] = bytes.z, to[3] = bytes.w;
+      }
+    } else {
+      for (int e = threadIdx.x; e < rows * HeadDim; e += kThreads) {
+        const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
+        values[row][c] = t < p.tokens ? input[t * token_stride + c] : from_float<T>(0.0f);
+      }
     }
     __syncthreads();
   };
@@ -226,6 +251,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   __syncthreads();  // channel[] and values[] are reused for V
 
   // V: the per-channel scales; codes stored as V^T with the P permutation.
+  for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel_inverse[c] = inverse_of(p.out.v_scales[head * HeadDim + c]);
   load_channels(p.out.v_scales + head * HeadDim);
   stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, kRows);
   // Thread -> (channel, 4 consecutive positions): one 4-byte store. A thread keeps its positions
@@ -240,7 +266,8 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   for (int c = threadIdx.x / kWords; c < HeadDim; c += kThreads / kWords) {
     std::uint32_t word = 0;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) word |= std::uint32_t(e4m3_code(to_float(values[keys[j]][c]), channel[c])) << (8 * j);
+    for (int j = 0; j < 4; ++j)
+      word |= std::uint32_t(e4m3_code(to_float(values[keys[j]][c]), channel[c], channel_inverse[c])) << (8 * j);
     *reinterpret_cast<std::uint32_t*>(p.out.v_codes + head * p.padded_kv * HeadDim +
                                       v_code_offset(c, t0 + position, HeadDim, kRows)) = word;
   }

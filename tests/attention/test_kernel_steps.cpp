@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/attention/pipeline.hpp"
@@ -102,3 +103,47 @@ TEST_CASE("correctly rounded exp2 and log2 against long double on sampled inputs
   CHECK(checked > 200'000);
   CHECK(wrong == 0);
 }
+
+// divide_by_inverse against the division it replaces in the quantization kernels: every finite fp16
+// value (Q's and V's inputs) over the scales amax / 127 (INT8) and amax / 448 (E4M3) of every 16th
+// positive fp16 amax, and sampled fp32 pairs (K's smoothed values) over 2^-30 .. 2^30.
+TEST_CASE("divide_by_inverse equals x / s bit for bit", "[attention][quantize]") {
+  std::vector<float> halves;
+  for (std::uint32_t h = 0; h < 0x10000u; ++h)
+    if ((h & 0x7c00u) != 0x7c00u) halves.push_back(float(std::bit_cast<_Float16>(std::uint16_t(h))));
+  std::vector<float> scales;
+  for (std::uint32_t h = 1; h < 0x7c00u; h += 16)
+    for (float target : {127.0f, 448.0f}) scales.push_back(st::div_rn(float(std::bit_cast<_Float16>(std::uint16_t(h))), target));
+  std::atomic<std::uint64_t> compared{0}, differ{0};
+  parallel_for(scales.size(), [&](std::size_t i, unsigned) {
+    const float s = scales[i], inverse = st::div_rn(1.0f, s);
+    std::uint64_t bad = 0;
+    for (float x : halves)
+      bad += std::bit_cast<std::uint32_t>(st::divide_by_inverse(x, s, inverse)) != std::bit_cast<std::uint32_t>(st::div_rn(x, s));
+    compared += halves.size();
+    differ += bad;
+  });
+  CHECK(compared == halves.size() * scales.size());
+  CHECK(differ == 0);
+
+  std::uint64_t state = 0x9e3779b97f4a7c15u, sampled = 0, sampled_differ = 0;
+  const auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  for (int i = 0; i < 20'000'000; ++i) {
+    const std::uint64_t r = next();
+    const float s = std::bit_cast<float>(std::uint32_t((r & 0x7fffffu) | ((97u + (r >> 23) % 60u) << 23)));
+    const float x = std::bit_cast<float>(std::uint32_t(((r >> 32) & 0x807fffffu) | ((100u + (r >> 56) % 56u) << 23)));
+    const float q = st::div_rn(x, s);
+    if (!(std::fabs(q) >= 0x1p-126f)) continue;
+    ++sampled;
+    sampled_differ += std::bit_cast<std::uint32_t>(st::divide_by_inverse(x, s, st::div_rn(1.0f, s))) != std::bit_cast<std::uint32_t>(q);
+  }
+  CHECK(sampled > 19'000'000);
+  CHECK(sampled_differ == 0);
+  // Zeros keep their sign.
+  CHECK(std::bit_cast<std::uint32_t>(st::divide_by_inverse(-0.0f, 0.75f, st::div_rn(1.0f, 0.75f))) == kMinusZero);
+  CHECK(std::bit_cast<std::uint32_t>(st::divide_by_inverse(0.0f, 0.75f, st::div_rn(1.0f, 0.75f))) == 0u);
+}
+
