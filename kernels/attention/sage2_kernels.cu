@@ -305,8 +305,10 @@ struct AttentionShape {
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
   static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVBytes);
-  static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024;  // sm_90
-  static_assert(kBlocksPerSm * (kBytes + kSmemReservedPerBlock + 1024) <= kSmemPerSm, "the blocks fit the SM");
+  // sm_90: 228 KiB of shared memory an SM, 1 KiB of it reserved per block; the kernel's static
+  // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
+  static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
+  static_assert(kBlocksPerSm * (kBytes + kStaticBytes + kSmemReservedPerBlock) <= kSmemPerSm, "the blocks fit the SM");
   // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads').
   static constexpr int kUnitDone = 1;
   static_assert(kUnitDone + kUnitsPerBlock <= 16, "16 named barriers");
