@@ -6,7 +6,8 @@
 # (the tool brings back few files); the short tables go to stdout. On a machine kept warm from an
 # earlier call, build/ may hold binaries of other sources that still run (the tool copies the tree
 # with its own file times, so make sees nothing newer): remove build/ first.
-#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps;
+#   STEPS="quick exp2 check sanitize accuracy sass bench checkbench cli ncu" (default: all) selects steps (bench also
+#   records the GPU's clock and power, power-clocks.csv);
 #   quick (a smoke test) failing or hanging stops the run. quickbench (not in the default): the
 #   kernels alone at d = 128 and 64, N = 8K and 16K, both exp2 units, no SDPA.
 #   EXP2=poly5|sm90-ex2 (default poly5): the exp2 of the kernels the checks, the CLI step and Nsight
@@ -32,6 +33,7 @@ archive() { tar -czf "$OUT/sage2-results.tar.gz" --exclude='*.npy' -C "$(dirname
 trap 'archive; ls -la "$OUT"' EXIT
 
 source scripts/device/deps.sh  # the carried build dependencies, and their libraries for the carried binaries
+source scripts/device/power_log.sh
 B=build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv > "$R/nvidia-smi.csv" 2>&1
 nvcc --version > "$R/nvcc.txt" 2>&1
@@ -104,7 +106,9 @@ if want quickbench; then
 fi
 if want bench; then
   log "bench_attention with SDPA"
+  power_log_start "$R/power-clocks.csv"
   timeout 240 python3 experiments/bench/bench_attention.py --binary "$B/experiments/bench_attention" --out "$R/bench" 2>&1 | tee "$R/bench.log"
+  power_log_stop
   archive
 fi
 if want checkbench; then

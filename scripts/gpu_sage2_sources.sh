@@ -12,6 +12,7 @@
 #   variants that fail the smoke test too (ablations: a part of the kernel removed or replaced, its
 #   bits knowingly wrong, to see what that part costs). NCU=NAME adds Nsight
 #   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
+# The GPU's clock and power through the timing rounds: power-clocks.csv.
 # Everything lands in $OUT/sources.tgz (the tool brings back few files).
 set -uo pipefail
 OUT=${OUT:-build/results/gpu-sources}
@@ -21,6 +22,7 @@ R=$OUT/sources; V=/tmp/sage2-sources
 rm -rf "$V"; mkdir -p "$R" "$V"
 trap 'tar -czf "$OUT/sources.tgz" -C "$OUT" sources && rm -rf "$R"' EXIT
 source scripts/device/deps.sh
+source scripts/device/power_log.sh
 # shellcheck disable=SC2086  # a list of arguments
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a $LOWBIT_DEPS_CMAKE_ARGS > "$R/cmake.log" 2>&1
 kernel=kernels/attention/sage2_kernels.cu
@@ -56,6 +58,7 @@ for v in $(cd "$V" && ls -d */ | tr -d /); do
   rc=$?; echo "$v: smoke test exit $rc, $(tail -1 "$R/quick-$v.log")"
   (( rc == 0 || ${ABLATIONS:-0} == 1 )) && timed+=("$v")
 done
+power_log_start "$R/power-clocks.csv"
 for round in 1 2; do
   order=("${timed[@]}"); [[ $round == 2 ]] && order=($(printf '%s\n' "${timed[@]}" | sort -r))
   for v in "${order[@]}"; do
@@ -64,6 +67,7 @@ for round in 1 2; do
     echo "round $round $v: $(awk '$3 == "sm90-ex2" {printf "d=%s N=%s %s ms; ", $4, $6, $7}' "$R/bench-$v-$round.txt")"
   done
 done
+power_log_stop
 if [[ -n "${NCU:-}" ]]; then
   timeout 200 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --set full --import-source no -o /tmp/sources-prof \
     "$V/$NCU/bench_attention" --tokens 8192 --dims 128 --causal no --exp2 sm90-ex2 --warmup 0 --repeats 1 > "$R/ncu-run.log" 2>&1
