@@ -139,8 +139,9 @@ struct QuantizeTile {
   float group_inverse[MaxRows];
 };
 
-// x(row, c) gives the fp32 value (0 for padding rows); writes the codes of (row, c .. c + HeadDim / 32
-// - 1) at codes[at(row, c)] (consecutive bytes there) and the raw group scales.
+// x(row, c) gives the fp32 value (0 for padding rows), for a c of the calling lane's channels only;
+// writes the codes of (row, c .. c + HeadDim / 32 - 1) at codes[at(row, c)] (consecutive bytes
+// there) and the raw group scales.
 template <int Rows, int HeadDim, int MaxRows, class Value, class At>
 __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
@@ -241,8 +242,15 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
   load_channels(p.out.k_mean + head * HeadDim);
   stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, kRows);
+  // The K means of this lane's channels (quantize_int8_block's lane l holds channels
+  // HeadDim / 32 * l + e), in registers: read from channel[] per value, 32 lanes 16 bytes apart
+  // conflicted 4 ways on the shared-memory banks.
+  constexpr int kPerLane = HeadDim / 32;
+  float kbar[kPerLane];
+#pragma unroll
+  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[kPerLane * (threadIdx.x % 32) + e];
   const auto x = [&](int row, int c) {
-    return t0 + row < p.tokens ? lowbit::attention::smooth_key(to_float(values[row][c]), channel[c]) : 0.0f;
+    return t0 + row < p.tokens ? lowbit::attention::smooth_key(to_float(values[row][c]), kbar[c % kPerLane]) : 0.0f;
   };
   quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + head * p.padded_kv * HeadDim,
                                       [&](int row, int c) { return k_code_offset(t0 + row, c, HeadDim, kRows); }, tile);
@@ -254,16 +262,21 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel_inverse[c] = inverse_of(p.out.v_scales[head * HeadDim + c]);
   load_channels(p.out.v_scales + head * HeadDim);
   stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, kRows);
-  // Thread -> (channel, 4 consecutive positions): one 4-byte store. A thread keeps its positions
-  // in every round, so its 4 keys are looked up once (a run-time index into p_map compiles to a
-  // chain of selects).
-  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4;
-  static_assert(kThreads % kWords == 0, "a thread's positions are the same in every round");
-  const int position = threadIdx.x % kWords * 4;
+  // Thread -> (channel, 4 consecutive positions): one 4-byte store. A warp takes 8 words of 4
+  // channels: its 8 rows of a position j lie in one group of P's columns, so they are 8 distinct
+  // keys in 8 distinct banks (32 words of one channel conflicted 4 ways). A thread keeps its
+  // positions in every round, so its 4 keys are looked up once (a run-time index into p_map
+  // compiles to a chain of selects).
+  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4, kWordGroups = kWords / 8;
+  static_assert(kWords % 8 == 0 && kColumns % 32 == 0 && (kThreads / 32) % kWordGroups == 0,
+                "a warp's 8 words in one group of columns, the same positions in every round");
+  constexpr int kChannelsPerRound = 4 * (kThreads / 32 / kWordGroups);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int position = (warp % kWordGroups * 8 + lane / 4) * 4;
   int keys[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) keys[j] = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
-  for (int c = threadIdx.x / kWords; c < HeadDim; c += kThreads / kWords) {
+  for (int c = lane % 4 + 4 * (warp / kWordGroups); c < HeadDim; c += kChannelsPerRound) {
     std::uint32_t word = 0;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
