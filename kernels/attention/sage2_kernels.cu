@@ -139,6 +139,13 @@ struct QuantizeTile {
   float group_inverse[MaxRows];
 };
 
+// The channels of a row that lane l of a warp holds in quantize_int8_block: kChannelsPerLane
+// consecutive ones from first_channel_of_lane(l).
+template <int HeadDim>
+inline constexpr int kChannelsPerLane = HeadDim / 32;
+template <int HeadDim>
+__device__ constexpr int first_channel_of_lane(int lane) { return kChannelsPerLane<HeadDim> * lane; }
+
 // x(row, c) gives the fp32 value (0 for padding rows), for a c of the calling lane's channels only;
 // writes the codes of (row, c .. c + HeadDim / 32 - 1) at codes[at(row, c)] (consecutive bytes
 // there) and the raw group scales.
@@ -146,10 +153,10 @@ template <int Rows, int HeadDim, int MaxRows, class Value, class At>
 __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
   static_assert(Rows <= MaxRows);
-  constexpr int kPerLane = HeadDim / 32;
+  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
   using Word = std::conditional_t<kPerLane == 4, std::uint32_t, std::uint16_t>;  // a lane's codes of a row
   static_assert(kPerLane == 4 || kPerLane == 2, "d = 128 or 64");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = kPerLane * lane;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = first_channel_of_lane<HeadDim>(lane);
   for (int row = warp; row < Rows; row += kThreads / 32) {
     float amax = 0.0f;
 #pragma unroll
@@ -242,13 +249,12 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
   load_channels(p.out.k_mean + head * HeadDim);
   stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, kRows);
-  // The K means of this lane's channels (quantize_int8_block's lane l holds channels
-  // HeadDim / 32 * l + e), in registers: read from channel[] per value, 32 lanes 16 bytes apart
-  // conflicted 4 ways on the shared-memory banks.
-  constexpr int kPerLane = HeadDim / 32;
+  // The K means of this lane's channels in quantize_int8_block, in registers: read from channel[]
+  // per value, 32 lanes 16 bytes apart conflicted 4 ways on the shared-memory banks.
+  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
   float kbar[kPerLane];
 #pragma unroll
-  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[kPerLane * (threadIdx.x % 32) + e];
+  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[first_channel_of_lane<HeadDim>(threadIdx.x % 32) + e];
   const auto x = [&](int row, int c) {
     return t0 + row < p.tokens ? lowbit::attention::smooth_key(to_float(values[row][c]), kbar[c % kPerLane]) : 0.0f;
   };
