@@ -130,11 +130,12 @@ __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeP
 // ---- quantization of one block of tokens of one head --------------------------------------------
 // Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each lane holding
 // HeadDim / 32 consecutive channels of a row (its codes: one store). Group amax = max over the
-// group's rows of the row amax (max is exact, so the order is free); scale = amax / 127 in fp32;
-// codes from the fp32 quotient.
+// group's rows of the row amax (max is exact, so the order is free: each row takes it into its
+// group by an atomic max on the bits, which order non-negative floats as unsigned integers);
+// scale = amax / 127 in fp32; codes from the fp32 quotient.
 template <int MaxRows>
 struct QuantizeTile {
-  float row_amax[MaxRows];
+  unsigned group_amax_bits[MaxRows];  // zero, and a barrier since, before quantize_int8_block
   float group_scale[MaxRows];
   float group_inverse[MaxRows];
 };
@@ -163,14 +164,11 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, s
     for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x(row, c0 + e)));
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    if (lane == 0) tile.row_amax[row] = amax;
+    if (lane == 0) atomicMax(&tile.group_amax_bits[groups.group_of_row[row]], __float_as_uint(amax));
   }
   __syncthreads();
   for (int group = threadIdx.x; group < groups.count; group += kThreads) {
-    float amax = 0.0f;
-    for (int row = 0; row < Rows; ++row)
-      if (groups.group_of_row[row] == group) amax = fmaxf(amax, tile.row_amax[row]);
-    const float scale = __fdiv_rn(amax, kInt8Target);
+    const float scale = __fdiv_rn(__uint_as_float(tile.group_amax_bits[group]), kInt8Target);
     tile.group_scale[group] = scale;
     tile.group_inverse[group] = inverse_of(scale);
   }
@@ -202,12 +200,21 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
   const int block = blockIdx.x, b = blockIdx.z;
-  // 16 bytes a load where the rows allow it (4-byte stores into the padded rows), else 2.
+  // The group maxima start at 0 (every path stages its values, whose barrier follows, before
+  // quantize_int8_block).
+  for (int group = threadIdx.x; group < kMaxRows; group += kThreads) tile.group_amax_bits[group] = 0;
+  // 16 bytes a load where the rows allow it (4-byte stores into the padded rows), else 2; rows: a
+  // multiple of 4. A warp takes a patch of 4 rows x 8 pieces: rows are 1 word past a multiple of
+  // 32 banks and a piece is 4 words, so the patch's 32 stores of each word land in 32 banks (2 rows
+  // x 16 pieces conflicted 2 ways).
   const auto stage = [&](const T* input, long long token_stride, int t0, int rows) {
-    constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece;
+    constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
+    static_assert(sizeof(values[0]) % 128 == 4 && kPieces % 8 == 0, "a patch of 4 rows x 8 pieces in 32 banks");
     if (reinterpret_cast<std::uintptr_t>(input) % 16 == 0 && token_stride % kPiece == 0) {
       for (int piece = threadIdx.x; piece < rows * kPieces; piece += kThreads) {
-        const int row = piece / kPieces, c = piece % kPieces * kPiece, t = t0 + row;
+        const int patch = piece / 32, lane = piece % 32;
+        const int row = patch / kPatchesAcross * 4 + lane / 8, c = (patch % kPatchesAcross * 8 + lane % 8) * kPiece;
+        const int t = t0 + row;
         const uint4 bytes = t < p.tokens ? *reinterpret_cast<const uint4*>(input + t * token_stride + c) : uint4{0, 0, 0, 0};
         std::uint32_t* to = reinterpret_cast<std::uint32_t*>(&values[row][c]);
         to[0] = bytes.x, to[1] = bytes.y, to[2] = bytes.z, to[3] = bytes.w;
