@@ -91,23 +91,45 @@ __device__ inline std::uint8_t e4m3_code(float v, float scale, float inverse) {
 }
 
 // ---- K/V statistics: per chunk of key_mean_chunk tokens, the K sums (double) and V amax ---------
-// One thread per channel, tokens in order (the recipe's chunk sum).
+// A thread takes two adjacent channels of one chunk, tokens in order (the recipe's chunk sum), the
+// pair one 4-byte load where the strides allow it (a warp's load then is 128 bytes of a row); a
+// block, kStatisticsChunks chunks.
+constexpr int kStatisticsChunks = 2;
 template <class T, int HeadDim>
-__global__ void __launch_bounds__(HeadDim) key_value_statistics(const QuantizeParams p) {
+__global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_statistics(const QuantizeParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  const int chunk = blockIdx.x, h = blockIdx.y, b = blockIdx.z, c = threadIdx.x;
+  constexpr int kPairs = HeadDim / 2;
+  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  const int chunk = blockIdx.x * kStatisticsChunks + threadIdx.x / kPairs, h = blockIdx.y, b = blockIdx.z;
+  const int c = threadIdx.x % kPairs * 2;
+  if (chunk >= p.key_chunks) return;
   const T* k = static_cast<const T*>(p.k) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
   const T* v = static_cast<const T*>(p.v) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
+  const long long stride = p.kv_strides.token;
+  const bool pairs = reinterpret_cast<std::uintptr_t>(k) % 4 == 0 && reinterpret_cast<std::uintptr_t>(v) % 4 == 0 &&
+                     stride % 2 == 0;
   const int first = chunk * recipe.key_mean_chunk, last = min(p.tokens, first + recipe.key_mean_chunk);
-  double sum = 0.0;
-  float amax = 0.0f;
-  for (int t = first; t < last; ++t) {
-    sum = lowbit::attention::add_key(sum, to_float(k[t * p.kv_strides.token]));
-    amax = fmaxf(amax, fabsf(to_float(v[t * p.kv_strides.token])));
+  double sum[2] = {0.0, 0.0};
+  float amax[2] = {0.0f, 0.0f};
+  const auto add = [&](float k0, float k1, float v0, float v1) {
+    sum[0] = lowbit::attention::add_key(sum[0], k0), sum[1] = lowbit::attention::add_key(sum[1], k1);
+    amax[0] = fmaxf(amax[0], fabsf(v0)), amax[1] = fmaxf(amax[1], fabsf(v1));
+  };
+  if (pairs) {
+#pragma unroll 8
+    for (int t = first; t < last; ++t) {
+      const Pair kt = *reinterpret_cast<const Pair*>(k + t * stride), vt = *reinterpret_cast<const Pair*>(v + t * stride);
+      add(to_float(kt.x), to_float(kt.y), to_float(vt.x), to_float(vt.y));
+    }
+  } else {
+    for (int t = first; t < last; ++t)
+      add(to_float(k[t * stride]), to_float(k[t * stride + 1]), to_float(v[t * stride]), to_float(v[t * stride + 1]));
   }
   const long long slot = ((long long)(b * p.heads_kv + h) * p.key_chunks + chunk) * HeadDim + c;
-  p.out.k_chunk_sums[slot] = sum;
-  p.out.v_chunk_amax[slot] = amax;
+  for (int e = 0; e < 2; ++e) {
+    p.out.k_chunk_sums[slot + e] = sum[e];
+    p.out.v_chunk_amax[slot + e] = amax[e];
+  }
 }
 
 // ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
@@ -638,7 +660,8 @@ void upload_groups(int head_dim) {
 
 template <class T, int HeadDim>
 void statistics_for(const QuantizeParams& p, cudaStream_t stream) {
-  key_value_statistics<T, HeadDim><<<dim3(p.key_chunks, p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
+  key_value_statistics<T, HeadDim><<<dim3((p.key_chunks + kStatisticsChunks - 1) / kStatisticsChunks, p.heads_kv, p.batch),
+                                     HeadDim / 2 * kStatisticsChunks, 0, stream>>>(p);
   check_launch("key_value_statistics launch");
   key_mean_value_scales<HeadDim><<<dim3(p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
   check_launch("key_mean_value_scales launch");
