@@ -90,6 +90,13 @@ __device__ inline std::uint8_t e4m3_code(float v, float scale, float inverse) {
   return scale == 0.0f ? std::uint8_t(0) : steps::e4m3_code(steps::divide_by_inverse(v, scale, inverse));
 }
 
+// Every row of a tensor (rows `stride` elements apart from `first`) starts at a multiple of `bytes`:
+// what a kernel's loads of `bytes` a row piece need (else it reads element by element).
+template <class T>
+__device__ inline bool rows_aligned(const T* first, long long stride, int bytes) {
+  return reinterpret_cast<std::uintptr_t>(first) % bytes == 0 && stride * static_cast<long long>(sizeof(T)) % bytes == 0;
+}
+
 // ---- K/V statistics: per chunk of key_mean_chunk tokens, the K sums (double) and V amax ---------
 // A thread takes two adjacent channels of one chunk, tokens in order (the recipe's chunk sum), the
 // pair one 4-byte load where the strides allow it (a warp's load then is 128 bytes of a row); a
@@ -106,8 +113,7 @@ __global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_sta
   const T* k = static_cast<const T*>(p.k) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
   const T* v = static_cast<const T*>(p.v) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
   const long long stride = p.kv_strides.token;
-  const bool pairs = reinterpret_cast<std::uintptr_t>(k) % 4 == 0 && reinterpret_cast<std::uintptr_t>(v) % 4 == 0 &&
-                     stride % 2 == 0;
+  const bool pairs = rows_aligned(k, stride, sizeof(Pair)) && rows_aligned(v, stride, sizeof(Pair));
   const int first = chunk * recipe.key_mean_chunk, last = min(p.tokens, first + recipe.key_mean_chunk);
   double sum[2] = {0.0, 0.0};
   float amax[2] = {0.0f, 0.0f};
@@ -232,7 +238,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   const auto stage = [&](const T* input, long long token_stride, int t0, int rows) {
     constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
     static_assert(sizeof(values[0]) % 128 == 4 && kPieces % 8 == 0, "a patch of 4 rows x 8 pieces in 32 banks");
-    if (reinterpret_cast<std::uintptr_t>(input) % 16 == 0 && token_stride % kPiece == 0) {
+    if (rows_aligned(input, token_stride, 16)) {
       for (int piece = threadIdx.x; piece < rows * kPieces; piece += kThreads) {
         const int patch = piece / 32, lane = piece % 32;
         const int row = patch / kPatchesAcross * 4 + lane / 8, c = (patch % kPatchesAcross * 8 + lane % 8) * kPiece;

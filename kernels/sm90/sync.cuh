@@ -1,9 +1,9 @@
 // Synchronization within a thread block (sm_90a): named barriers, mbarriers, a shared counter.
 //
-// Named barriers (bar.sync / bar.arrive with a thread count, PTX "barrier"): a consumer waits with
-// sync, its producer signals with arrive (release: its prior shared-memory writes are visible to
-// the waiting threads). Data written through the generic proxy (st.shared, cp.async) that wgmma
-// reads needs fence_async_shared() in each writing thread before its arrive (copy.cuh).
+// Named barriers (bar.sync with a thread count, PTX "barrier"): the threads of one warpgroup meet;
+// each one's prior shared-memory writes are visible to the others after it. Data written through
+// the generic proxy (st.shared, cp.async) that wgmma reads needs fence_async_shared() in each
+// writing thread before the barrier (copy.cuh).
 //
 // mbarriers (a 64-bit word in shared memory, PTX "mbarrier"): a phase completes once its expected
 // arrivals arrived and its expected transaction bytes (bulk copies, copy.cuh) landed; waiters poll
@@ -16,9 +16,6 @@ namespace lowbit::kernels::sm90 {
 
 __device__ inline void barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ inline void barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
 // The shared-memory address (state space .shared) of a generic pointer into shared memory.
