@@ -242,13 +242,16 @@ LOWBIT_HD inline float combine_lanes(float l0, float l1, float l2, float l3) {
 // one correction by it gives RN(x / s) (Markstein's theorem; J.-M. Muller, "Accelerating
 // floating-point division when the divisor is known in advance", 2002). A zero quotient takes x's
 // sign, as x / s does. Three operations where a division takes a dozen: the quantizers' codes.
-LOWBIT_HD inline float divide_by_inverse(float x, float s, float inverse) {
+// quotient_by_inverse is the same but for the sign of a zero quotient (what an integer code needs).
+LOWBIT_HD inline float quotient_by_inverse(float x, float s, float inverse) {
   const float q0 = mul_rn(x, inverse);
-  const float quotient = fma_rn(fma_rn(-q0, s, x), inverse, q0);
+  return fma_rn(fma_rn(-q0, s, x), inverse, q0);
+}
+LOWBIT_HD inline float divide_by_inverse(float x, float s, float inverse) {
 #if defined(__CUDA_ARCH__)
-  return copysignf(quotient, x);
+  return copysignf(quotient_by_inverse(x, s, inverse), x);
 #else
-  return std::copysign(quotient, x);
+  return std::copysign(quotient_by_inverse(x, s, inverse), x);
 #endif
 }
 

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -76,19 +77,41 @@ __device__ inline void store_pair(__nv_bfloat16* at, float a, float b) {
 
 // The inverse a scale's codes divide by (steps::divide_by_inverse), 0 for a zero scale.
 __device__ inline float inverse_of(float scale) { return scale == 0.0f ? 0.0f : __frcp_rn(scale); }
-// quant::quantize's INT8 code of x in a group of scale s (s = amax / 127; s = 0: zero codes):
-// encode(int8, x / s) rounds the fp32 quotient to the nearest integer, ties to even, saturating.
-// (The quotients are normal or zero: x and s come from fp16/bf16 values or their fp32 differences.)
-__device__ inline std::int8_t int8_code(float x, float scale, float inverse) {
+// Two integers saturated to int8, packed above each other: low in bits 0-7, high in bits 8-15,
+// `above` shifted into bits 16-31 (cvt.pack.sat.s8.s32.b32; after cvt.rni.s32.f32 ptxas makes
+// the pair one F2IP.S8.F32).
+__device__ inline std::uint32_t pack_int8(int low, int high, std::uint32_t above) {
+  std::uint32_t packed;
+  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(packed) : "r"(high), "r"(low), "r"(above));
+  return packed;
+}
+// quant::quantize's INT8 codes of N values of a group of scale s (s = amax / 127; s = 0: zero
+// codes), value e in byte e: encode(int8, x / s) rounds the fp32 quotient to the nearest integer,
+// ties to even, saturating. A zero quotient's sign is no code's business (quotient_by_inverse),
+// and s = 0 needs no branch: its inverse is 0, so every quotient is 0. (The quotients are normal
+// or zero: x and s come from fp16/bf16 values or their fp32 differences.)
+template <int N>
+__device__ inline std::uint32_t int8_codes(const float (&x)[N], float scale, float inverse) {
+  static_assert(N == 2 || N == 4, "a lane's 2 or 4 channels");
+  int q[N];
+#pragma unroll
+  for (int e = 0; e < N; ++e) q[e] = __float2int_rn(steps::quotient_by_inverse(x[e], scale, inverse));
+  if constexpr (N == 4) return pack_int8(q[0], q[1], pack_int8(q[2], q[3], 0));
+  else return pack_int8(q[0], q[1], 0);
+}
+// quant::quantize's E4M3 codes of four values of a channel of scale s, value j in byte j:
+// encode(e4m3, v / s) to nearest even, saturating (steps::e4m3_code_pair); 0 for s = 0 (a -0
+// quotient would be code 0x80).
+__device__ inline std::uint32_t e4m3_codes(const float (&v)[4], float scale, float inverse) {
   if (scale == 0.0f) return 0;
-  const int code = __float2int_rn(steps::divide_by_inverse(x, scale, inverse));
-  return std::int8_t(code < -128 ? -128 : code > 127 ? 127 : code);
+  float q[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) q[j] = steps::divide_by_inverse(v[j], scale, inverse);
+  return std::uint32_t(steps::e4m3_code_pair(q[0], q[1])) | std::uint32_t(steps::e4m3_code_pair(q[2], q[3])) << 16;
 }
-// quant::quantize's E4M3 code of v in a channel of scale s: encode(e4m3, v / s), to nearest even,
-// saturating (cvt.rn.satfinite.e4m3x2.f32, the conversion steps::e4m3_code runs).
-__device__ inline std::uint8_t e4m3_code(float v, float scale, float inverse) {
-  return scale == 0.0f ? std::uint8_t(0) : steps::e4m3_code(steps::divide_by_inverse(v, scale, inverse));
-}
+// Two adjacent 16-bit values, one 4-byte load.
+template <class T>
+using PairOf = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
 
 // Every row of a tensor (rows `stride` elements apart from `first`) starts at a multiple of `bytes`:
 // what a kernel's loads of `bytes` a row piece need (else it reads element by element).
@@ -106,7 +129,7 @@ template <class T, int HeadDim>
 __global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_statistics(const QuantizeParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   constexpr int kPairs = HeadDim / 2;
-  using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+  using Pair = PairOf<T>;
   const int chunk = blockIdx.x * kStatisticsChunks + threadIdx.x / kPairs, h = blockIdx.y, b = blockIdx.z;
   const int c = threadIdx.x % kPairs * 2;
   if (chunk >= p.key_chunks) return;
@@ -140,16 +163,30 @@ __global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_sta
 
 // ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
 // One thread per channel; the chunk sums in chunk order (the recipe's), the V amax over the chunks.
+// The loads go kBatch chunks at a time ahead of their sums (one at a time, the kernel was a chain of
+// round trips: 11 us at N = 8K).
 template <int HeadDim>
 __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeParams p) {
+  constexpr int kBatch = 8;
   const long long head = (long long)blockIdx.y * p.heads_kv + blockIdx.x;
   const int c = threadIdx.x;
   double total = 0.0;
   float amax = 0.0f;
-  for (int chunk = 0; chunk < p.key_chunks; ++chunk) {
-    const long long slot = (head * p.key_chunks + chunk) * HeadDim + c;
-    total = lowbit::attention::add_chunk_sum(total, p.out.k_chunk_sums[slot]);
-    amax = fmaxf(amax, p.out.v_chunk_amax[slot]);
+  for (int first = 0; first < p.key_chunks; first += kBatch) {
+    double sums[kBatch];
+    float amaxes[kBatch];
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      const long long slot = (head * p.key_chunks + first + k) * HeadDim + c;
+      sums[k] = first + k < p.key_chunks ? p.out.k_chunk_sums[slot] : 0.0;
+      amaxes[k] = first + k < p.key_chunks ? p.out.v_chunk_amax[slot] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < kBatch; ++k) {
+      if (first + k >= p.key_chunks) break;
+      total = lowbit::attention::add_chunk_sum(total, sums[k]);
+      amax = fmaxf(amax, amaxes[k]);
+    }
   }
   p.out.k_mean[head * HeadDim + c] = lowbit::attention::key_mean(total, p.tokens);
   p.out.v_scales[head * HeadDim + c] = __fdiv_rn(amax, kE4m3Target);
@@ -158,9 +195,9 @@ __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeP
 // ---- quantization of one block of tokens of one head --------------------------------------------
 // Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each lane holding
 // HeadDim / 32 consecutive channels of a row (its codes: one store). Group amax = max over the
-// group's rows of the row amax (max is exact, so the order is free: each row takes it into its
-// group by an atomic max on the bits, which order non-negative floats as unsigned integers);
-// scale = amax / 127 in fp32; codes from the fp32 quotient.
+// group's rows of the row amax (max is exact, so the order is free: a warp takes its rows' maximum
+// into their group by an atomic max on the bits, which order non-negative floats as unsigned
+// integers); scale = amax / 127 in fp32; codes from the fp32 quotient.
 template <int MaxRows>
 struct QuantizeTile {
   unsigned group_amax_bits[MaxRows];  // zero, and a barrier since, before quantize_int8_block
@@ -175,24 +212,42 @@ inline constexpr int kChannelsPerLane = HeadDim / 32;
 template <int HeadDim>
 __device__ constexpr int first_channel_of_lane(int lane) { return kChannelsPerLane<HeadDim> * lane; }
 
-// x(row, c) gives the fp32 value (0 for padding rows), for a c of the calling lane's channels only;
-// writes the codes of (row, c .. c + HeadDim / 32 - 1) at codes[at(row, c)] (consecutive bytes
-// there) and the raw group scales.
-template <int Rows, int HeadDim, int MaxRows, class Value, class At>
-__device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, std::int8_t* codes, At at,
+// N consecutive values of a staged row from an even channel, as fp32, a 4-byte load per pair.
+template <int N, class T>
+__device__ inline void load_pairs(const T* from, float (&x)[N]) {
+#pragma unroll
+  for (int e = 0; e < N; e += 2) {
+    const PairOf<T> pair = *reinterpret_cast<const PairOf<T>*>(from + e);
+    x[e] = to_float(pair.x), x[e + 1] = to_float(pair.y);
+  }
+}
+
+// load(row, x) fills x with the fp32 values of the calling lane's channels of the row (0 for
+// padding rows); writes their codes at codes[at(row)] (consecutive bytes there) and the raw group
+// scales.
+template <int Rows, int HeadDim, int MaxRows, class Load, class At>
+__device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
   static_assert(Rows <= MaxRows);
-  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
+  constexpr int kPerLane = kChannelsPerLane<HeadDim>, kWarps = kThreads / 32;
   using Word = std::conditional_t<kPerLane == 4, std::uint32_t, std::uint16_t>;  // a lane's codes of a row
   static_assert(kPerLane == 4 || kPerLane == 2, "d = 128 or 64");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c0 = first_channel_of_lane<HeadDim>(lane);
-  for (int row = warp; row < Rows; row += kThreads / 32) {
-    float amax = 0.0f;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // A warp's rows (warp, warp + kWarps, ...) often share a group (K's per-thread groups are rows 8
+  // apart): a lane keeps a running maximum, and the warp reduces it into the group only where the
+  // next row's group differs (the rows are the warp's, so the branch is uniform).
+  float amax = 0.0f;
+  for (int row = warp; row < Rows; row += kWarps) {
+    float x[kPerLane];
+    load(row, x);
 #pragma unroll
-    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x(row, c0 + e)));
+    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x[e]));
+    const int group = groups.group_of_row[row];
+    if (row + kWarps < Rows && groups.group_of_row[row + kWarps] == group) continue;
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    if (lane == 0) atomicMax(&tile.group_amax_bits[groups.group_of_row[row]], __float_as_uint(amax));
+    if (lane == 0) atomicMax(&tile.group_amax_bits[group], __float_as_uint(amax));
+    amax = 0.0f;
   }
   __syncthreads();
   for (int group = threadIdx.x; group < groups.count; group += kThreads) {
@@ -201,19 +256,23 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Value x, s
     tile.group_inverse[group] = inverse_of(scale);
   }
   __syncthreads();
-  for (int row = warp; row < Rows; row += kThreads / 32) {
+  for (int row = warp; row < Rows; row += kWarps) {
     const int group = groups.group_of_row[row];
-    const float scale = tile.group_scale[group], inverse = tile.group_inverse[group];
-    Word word = 0;
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) word |= Word(std::uint8_t(int8_code(x(row, c0 + e), scale, inverse))) << (8 * e);
-    *reinterpret_cast<Word*>(codes + at(row, c0)) = word;
+    float x[kPerLane];
+    load(row, x);
+    *reinterpret_cast<Word*>(codes + at(row)) = Word(int8_codes(x, tile.group_scale[group], tile.group_inverse[group]));
   }
 }
 
+// Blocks of quantize_block an SM must hold by its registers: at d = 128 the 6 its shared memory
+// allows (ptxas takes 48 registers otherwise, room for 5); at d = 64 ptxas's choice (78 registers,
+// 3 blocks; 64 spill).
+template <int HeadDim>
+inline constexpr int kQuantizeMinBlocks = HeadDim == 128 ? 6 : 1;
+
 // blockIdx.x: the token block; blockIdx.y: Q heads first, then KV heads; blockIdx.z: the batch.
 template <class T, int HeadDim>
-__global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams p) {
+__global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantize_block(const QuantizeParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   constexpr int kQRows = recipe.block_q, kRows = recipe.block_kv;  // a Q block, a K/V block
   constexpr int kMaxRows = kQRows > kRows ? kQRows : kRows;
@@ -227,6 +286,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   // V's pass reads 32 rows of one channel at once, then in 32 banks.)
   __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
+  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
   const int block = blockIdx.x, b = blockIdx.z;
   // The group maxima start at 0 (every path stages its values, whose barrier follows, before
   // quantize_int8_block).
@@ -235,20 +295,37 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   // multiple of 4. A warp takes a patch of 4 rows x 8 pieces: rows are 1 word past a multiple of
   // 32 banks and a piece is 4 words, so the patch's 32 stores of each word land in 32 banks (2 rows
   // x 16 pieces conflicted 2 ways).
-  const auto stage = [&](const T* input, long long token_stride, int t0, int rows) {
+  // Patch p of a row's kPatchesAcross is warp p's; a thread keeps its channels from round to round.
+  // `rows` (a std::integral_constant): the block's rows.
+  const auto stage = [&](const T* input, long long token_stride, int t0, auto rows) {
+    constexpr int kRowsToStage = decltype(rows)::value;
     constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
+    constexpr int kWarps = kThreads / 32, kRowsPerRound = kWarps / kPatchesAcross * 4;
+    // A thread's loads go kBatch at a time, then their stores: one at a time, each store waiting
+    // for its load, kept too few bytes in flight for the DRAM (Nsight Compute: 75% of its
+    // throughput, half the warps' time waiting on the loads).
+    constexpr int kBatch = 4;
     static_assert(sizeof(values[0]) % 128 == 4 && kPieces % 8 == 0, "a patch of 4 rows x 8 pieces in 32 banks");
+    static_assert(kWarps % kPatchesAcross == 0 && kRowsToStage % (kBatch * kRowsPerRound) == 0,
+                  "whole rows of patches a round, whole batches of rounds");
     if (rows_aligned(input, token_stride, 16)) {
-      for (int piece = threadIdx.x; piece < rows * kPieces; piece += kThreads) {
-        const int patch = piece / 32, lane = piece % 32;
-        const int row = patch / kPatchesAcross * 4 + lane / 8, c = (patch % kPatchesAcross * 8 + lane % 8) * kPiece;
-        const int t = t0 + row;
-        const uint4 bytes = t < p.tokens ? *reinterpret_cast<const uint4*>(input + t * token_stride + c) : uint4{0, 0, 0, 0};
-        std::uint32_t* to = reinterpret_cast<std::uint32_t*>(&values[row][c]);
-        to[0] = bytes.x, to[1] = bytes.y, to[2] = bytes.z, to[3] = bytes.w;
+      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+      const int c = (warp % kPatchesAcross * 8 + lane % 8) * kPiece;
+      for (int first = warp / kPatchesAcross * 4 + lane / 8; first < kRowsToStage; first += kBatch * kRowsPerRound) {
+        uint4 bytes[kBatch];
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          const int t = t0 + first + k * kRowsPerRound;
+          bytes[k] = t < p.tokens ? *reinterpret_cast<const uint4*>(input + t * token_stride + c) : uint4{0, 0, 0, 0};
+        }
+#pragma unroll
+        for (int k = 0; k < kBatch; ++k) {
+          std::uint32_t* to = reinterpret_cast<std::uint32_t*>(&values[first + k * kRowsPerRound][c]);
+          to[0] = bytes[k].x, to[1] = bytes[k].y, to[2] = bytes[k].z, to[3] = bytes[k].w;
+        }
       }
     } else {
-      for (int e = threadIdx.x; e < rows * HeadDim; e += kThreads) {
+      for (int e = threadIdx.x; e < kRowsToStage * HeadDim; e += kThreads) {
         const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
         values[row][c] = t < p.tokens ? input[t * token_stride + c] : from_float<T>(0.0f);
       }
@@ -263,11 +340,12 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   if (int(blockIdx.y) < p.heads_q) {
     const int h = blockIdx.y, t0 = block * kQRows;
     if (t0 >= p.padded_q) return;
-    stage(static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head, p.q_strides.token, t0, kQRows);
-    const auto x = [&](int row, int c) { return to_float(values[row][c]); };  // padding rows hold 0
+    stage(static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head, p.q_strides.token, t0, std::integral_constant<int, kQRows>{});
+    const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
+    const auto load = [&](int row, float (&x)[kPerLane]) { load_pairs(&values[row][c0], x); };  // padding rows hold 0
     const long long head = (long long)b * p.heads_q + h;
-    quantize_int8_block<kQRows, HeadDim>(groups.q, x, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
-                                         [](int row, int c) { return row * HeadDim + c; }, tile);
+    quantize_int8_block<kQRows, HeadDim>(groups.q, load, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
+                                         [&](int row) { return row * HeadDim + c0; }, tile);
     for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
       p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
           steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
@@ -275,7 +353,7 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
     load_channels(p.out.k_mean + ((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv)) * HeadDim);
     for (int row = threadIdx.x; row < kQRows; row += kThreads)
       p.out.q_bias[head * p.padded_q + t0 + row] =
-          steps::smoothing_bias([&](int c) { return x(row, c); }, channel, HeadDim, p.softmax_scale_log2);
+          steps::smoothing_bias([&](int c) { return to_float(values[row][c]); }, channel, HeadDim, p.softmax_scale_log2);
     return;
   }
   const int h = blockIdx.y - p.heads_q, t0 = block * kRows;
@@ -283,18 +361,21 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   const long long head = (long long)b * p.heads_kv + h;
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
   load_channels(p.out.k_mean + head * HeadDim);
-  stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, kRows);
+  stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, std::integral_constant<int, kRows>{});
   // The K means of this lane's channels in quantize_int8_block, in registers: read from channel[]
   // per value, 32 lanes 16 bytes apart conflicted 4 ways on the shared-memory banks.
-  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
+  const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
   float kbar[kPerLane];
 #pragma unroll
-  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[first_channel_of_lane<HeadDim>(threadIdx.x % 32) + e];
-  const auto x = [&](int row, int c) {
-    return t0 + row < p.tokens ? lowbit::attention::smooth_key(to_float(values[row][c]), kbar[c % kPerLane]) : 0.0f;
+  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[c0 + e];
+  const auto load = [&](int row, float (&x)[kPerLane]) {
+    load_pairs(&values[row][c0], x);
+#pragma unroll
+    for (int e = 0; e < kPerLane; ++e) x[e] = t0 + row < p.tokens ? lowbit::attention::smooth_key(x[e], kbar[e]) : 0.0f;
   };
-  quantize_int8_block<kRows, HeadDim>(groups.k, x, p.out.k_codes + head * p.padded_kv * HeadDim,
-                                      [&](int row, int c) { return k_code_offset(t0 + row, c, HeadDim, kRows); }, tile);
+  // The block's codes are one tile (t0 a multiple of block_kv), so a row's offset is the tile's.
+  quantize_int8_block<kRows, HeadDim>(groups.k, load, p.out.k_codes + head * p.padded_kv * HeadDim + k_code_offset(t0, 0, HeadDim, kRows),
+                                      [&](int row) { return k_code_offset(row, c0, HeadDim, kRows); }, tile);
   for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
     p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
   __syncthreads();  // channel[] and values[] are reused for V
@@ -302,28 +383,35 @@ __global__ void __launch_bounds__(kThreads) quantize_block(const QuantizeParams 
   // V: the per-channel scales; codes stored as V^T with the P permutation.
   for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel_inverse[c] = inverse_of(p.out.v_scales[head * HeadDim + c]);
   load_channels(p.out.v_scales + head * HeadDim);
-  stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, kRows);
+  stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, std::integral_constant<int, kRows>{});
   // Thread -> (channel, 4 consecutive positions): one 4-byte store. A warp takes 8 words of 4
   // channels: its 8 rows of a position j lie in one group of P's columns, so they are 8 distinct
   // keys in 8 distinct banks (32 words of one channel conflicted 4 ways). A thread keeps its
-  // positions in every round, so its 4 keys are looked up once (a run-time index into p_map
-  // compiles to a chain of selects).
+  // positions in every round, so its 4 keys are looked up once, in 5-bit fields of compile-time
+  // words (a run-time index into p_map compiles to a chain of selects).
   constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4, kWordGroups = kWords / 8;
-  static_assert(kWords % 8 == 0 && kColumns % 32 == 0 && (kThreads / 32) % kWordGroups == 0,
+  static_assert(kWords % 8 == 0 && kColumns == 32 && (kThreads / 32) % kWordGroups == 0,
                 "a warp's 8 words in one group of columns, the same positions in every round");
+  constexpr auto key_fields = [] {  // [j]: the keys of positions 4 q + j of a group, q = 0 .. 7, 5 bits each
+    constexpr sm90::AccumulatorToA8 map = sm90::accumulator_to_a8(kRows);
+    std::array<std::uint64_t, 4> fields{};
+    for (int q = 0; q < 8; ++q)
+      for (int j = 0; j < 4; ++j) fields[j] |= std::uint64_t(map.key_of_column[4 * q + j]) << (5 * q);
+    return fields;
+  }();
   constexpr int kChannelsPerRound = 4 * (kThreads / 32 / kWordGroups);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int position = (warp % kWordGroups * 8 + lane / 4) * 4;
+  const int position = (warp % kWordGroups * 8 + lane / 4) * 4;  // its group: warp % kWordGroups; q = lane / 4
   int keys[4];
 #pragma unroll
-  for (int j = 0; j < 4; ++j) keys[j] = (position + j) / kColumns * kColumns + p_map.key_of_column[(position + j) % kColumns];
+  for (int j = 0; j < 4; ++j) keys[j] = warp % kWordGroups * kColumns + int(key_fields[j] >> (5 * (lane / 4)) & 31);
+  std::uint8_t* v_codes = p.out.v_codes + head * p.padded_kv * HeadDim + v_code_offset(0, t0, HeadDim, kRows);
   for (int c = lane % 4 + 4 * (warp / kWordGroups); c < HeadDim; c += kChannelsPerRound) {
-    std::uint32_t word = 0;
+    float v[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
-      word |= std::uint32_t(e4m3_code(to_float(values[keys[j]][c]), channel[c], channel_inverse[c])) << (8 * j);
-    *reinterpret_cast<std::uint32_t*>(p.out.v_codes + head * p.padded_kv * HeadDim +
-                                      v_code_offset(c, t0 + position, HeadDim, kRows)) = word;
+    for (int j = 0; j < 4; ++j) v[j] = to_float(values[keys[j]][c]);
+    *reinterpret_cast<std::uint32_t*>(v_codes + v_code_offset(c, position, HeadDim, kRows)) =
+        e4m3_codes(v, channel[c], channel_inverse[c]);
   }
 }
 
