@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_sta
 
 // ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
 // One thread per channel; the chunk sums in chunk order (the recipe's), the V amax over the chunks.
-// The loads go kBatch chunks at a time ahead of their sums (one at a time, the kernel was a chain of
-// round trips: 11 us at N = 8K).
+// The loads go kBatch chunks at a time ahead of their sums (11.2 -> 10.5 us at d = 128, N = 8K on an
+// H100: a grid of one block an SM keeps few loads in flight either way).
 template <int HeadDim>
 __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeParams p) {
   constexpr int kBatch = 8;
