@@ -163,11 +163,11 @@ __global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_sta
 
 // ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
 // One thread per channel; the chunk sums in chunk order (the recipe's), the V amax over the chunks.
-// The loads go kBatch chunks at a time ahead of their sums (11.2 -> 10.5 us at d = 128, N = 8K on an
-// H100: a grid of one block an SM keeps few loads in flight either way).
+// The loads go kBatch chunks at a time ahead of their sums: the grid is one block an SM, so a thread's
+// round trips set the time (one chunk at a time: 11.2 us at d = 128, N = 8K on an H100).
 template <int HeadDim>
 __global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeParams p) {
-  constexpr int kBatch = 8;
+  constexpr int kBatch = 32;
   const long long head = (long long)blockIdx.y * p.heads_kv + blockIdx.x;
   const int c = threadIdx.x;
   double total = 0.0;
@@ -270,7 +270,9 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load,
 template <int HeadDim>
 inline constexpr int kQuantizeMinBlocks = HeadDim == 128 ? 6 : 1;
 
-// blockIdx.x: the token block; blockIdx.y: Q heads first, then KV heads; blockIdx.z: the batch.
+// blockIdx.x: the token block; blockIdx.y: KV heads first, then Q heads; blockIdx.z: the batch. The
+// batches and the KV heads run in the reverse of key_value_statistics' order, so the first blocks
+// read the K and V that the statistics read last, while the L2 still holds them.
 template <class T, int HeadDim>
 __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantize_block(const QuantizeParams p) {
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
@@ -287,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
   __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
   constexpr int kPerLane = kChannelsPerLane<HeadDim>;
-  const int block = blockIdx.x, b = blockIdx.z;
+  const int block = blockIdx.x, b = p.batch - 1 - int(blockIdx.z);
   // The group maxima start at 0 (every path stages its values, whose barrier follows, before
   // quantize_int8_block).
   for (int group = threadIdx.x; group < kMaxRows; group += kThreads) tile.group_amax_bits[group] = 0;
@@ -337,8 +339,8 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
     for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel[c] = values[c];
     __syncthreads();
   };
-  if (int(blockIdx.y) < p.heads_q) {
-    const int h = blockIdx.y, t0 = block * kQRows;
+  if (int(blockIdx.y) >= p.heads_kv) {
+    const int h = blockIdx.y - p.heads_kv, t0 = block * kQRows;
     if (t0 >= p.padded_q) return;
     stage(static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head, p.q_strides.token, t0, std::integral_constant<int, kQRows>{});
     const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
@@ -356,7 +358,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
           steps::smoothing_bias([&](int c) { return to_float(values[row][c]); }, channel, HeadDim, p.softmax_scale_log2);
     return;
   }
-  const int h = blockIdx.y - p.heads_q, t0 = block * kRows;
+  const int h = p.heads_kv - 1 - int(blockIdx.y), t0 = block * kRows;
   if (t0 >= p.padded_kv) return;
   const long long head = (long long)b * p.heads_kv + h;
   const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
