@@ -264,6 +264,16 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load,
   }
 }
 
+// P's key of each position of a group of 32 as compile-time data a thread reads in two shifts:
+// word j holds key_of_column[4 q + j] for q = 0 .. 7, 5 bits each.
+constexpr std::array<std::uint64_t, 4> key_fields_of(const sm90::AccumulatorToA8& map) {
+  static_assert(sm90::AccumulatorToA8::kGroupColumns == 32, "5-bit keys, 8 words of 4 positions");
+  std::array<std::uint64_t, 4> fields{};
+  for (int q = 0; q < 8; ++q)
+    for (int j = 0; j < 4; ++j) fields[j] |= std::uint64_t(map.key_of_column[4 * q + j]) << (5 * q);
+  return fields;
+}
+
 // Blocks of quantize_block an SM must hold by its registers: at d = 128 the 6 its shared memory
 // allows (ptxas takes 48 registers otherwise, room for 5); at d = 64 ptxas's choice (78 registers,
 // 3 blocks; 64 spill).
@@ -297,8 +307,9 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
   // multiple of 4. A warp takes a patch of 4 rows x 8 pieces: rows are 1 word past a multiple of
   // 32 banks and a piece is 4 words, so the patch's 32 stores of each word land in 32 banks (2 rows
   // x 16 pieces conflicted 2 ways).
-  // Patch p of a row's kPatchesAcross is warp p's; a thread keeps its channels from round to round.
-  // `rows` (a std::integral_constant): the block's rows.
+  // Warp w takes patch w mod kPatchesAcross of rows 4 (w / kPatchesAcross) .. + 3, then the same
+  // patch kRowsPerRound rows further each round: a thread's channels stay fixed. `rows` (a
+  // std::integral_constant): the block's rows.
   const auto stage = [&](const T* input, long long token_stride, int t0, auto rows) {
     constexpr int kRowsToStage = decltype(rows)::value;
     constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
@@ -394,13 +405,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
   constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4, kWordGroups = kWords / 8;
   static_assert(kWords % 8 == 0 && kColumns == 32 && (kThreads / 32) % kWordGroups == 0,
                 "a warp's 8 words in one group of columns, the same positions in every round");
-  constexpr auto key_fields = [] {  // [j]: the keys of positions 4 q + j of a group, q = 0 .. 7, 5 bits each
-    constexpr sm90::AccumulatorToA8 map = sm90::accumulator_to_a8(kRows);
-    std::array<std::uint64_t, 4> fields{};
-    for (int q = 0; q < 8; ++q)
-      for (int j = 0; j < 4; ++j) fields[j] |= std::uint64_t(map.key_of_column[4 * q + j]) << (5 * q);
-    return fields;
-  }();
+  constexpr std::array<std::uint64_t, 4> key_fields = key_fields_of(p_map);
   constexpr int kChannelsPerRound = 4 * (kThreads / 32 / kWordGroups);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int position = (warp % kWordGroups * 8 + lane / 4) * 4;  // its group: warp % kWordGroups; q = lane / 4
