@@ -275,6 +275,10 @@ LOWBIT_HD inline std::uint16_t e4m3_code_pair(float lo, float hi) {
   return std::uint16_t(e4m3_code(lo) | e4m3_code(hi) << 8);
 #endif
 }
+// Four codes in one 32-bit word, value j in byte j: two pairs (the A fragment's word of P; V's codes).
+LOWBIT_HD inline std::uint32_t e4m3_code_quad(float v0, float v1, float v2, float v3) {
+  return std::uint32_t(e4m3_code_pair(v0, v1)) | std::uint32_t(e4m3_code_pair(v2, v3)) << 16;
+}
 
 // Two-level accumulation: the fp32 output accumulator takes a block's fresh MMA result.
 LOWBIT_HD inline float accumulate_output(float o, float alpha, float block_result) {

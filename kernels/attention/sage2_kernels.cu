@@ -100,14 +100,14 @@ __device__ inline std::uint32_t int8_codes(const float (&x)[N], float scale, flo
   else return pack_int8(q[0], q[1], 0);
 }
 // quant::quantize's E4M3 codes of four values of a channel of scale s, value j in byte j:
-// encode(e4m3, v / s) to nearest even, saturating (steps::e4m3_code_pair); 0 for s = 0 (a -0
+// encode(e4m3, v / s) to nearest even, saturating (steps::e4m3_code_quad); 0 for s = 0 (a -0
 // quotient would be code 0x80).
 __device__ inline std::uint32_t e4m3_codes(const float (&v)[4], float scale, float inverse) {
   if (scale == 0.0f) return 0;
   float q[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) q[j] = steps::divide_by_inverse(v[j], scale, inverse);
-  return std::uint32_t(steps::e4m3_code_pair(q[0], q[1])) | std::uint32_t(steps::e4m3_code_pair(q[2], q[3])) << 16;
+  return steps::e4m3_code_quad(q[0], q[1], q[2], q[3]);
 }
 // Two adjacent 16-bit values, one 4-byte load.
 template <class T>
@@ -662,8 +662,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const auto& source = p_map.source[g];
-        p_codes[g][r] = std::uint32_t(steps::e4m3_code_pair(x[source[4 * r]], x[source[4 * r + 1]])) |
-                        std::uint32_t(steps::e4m3_code_pair(x[source[4 * r + 2]], x[source[4 * r + 3]])) << 16;
+        p_codes[g][r] = steps::e4m3_code_quad(x[source[4 * r]], x[source[4 * r + 1]], x[source[4 * r + 2]], x[source[4 * r + 3]]);
       }
 
     // Step 8: R = P V from +0 over the block's k32 steps (FP22). Keys within each group of 32 are
