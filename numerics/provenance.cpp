@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 #include "lowbit_git_sha.h"
@@ -57,6 +58,21 @@ nlohmann::json Provenance::to_json() const {
     j["cuda_runtime"] = cuda_runtime;
   }
   return j;
+}
+
+const std::filesystem::path& repository_root() {
+  static const std::filesystem::path root(LOWBIT_SOURCE_DIR);
+  return root;
+}
+
+std::string repository_relative(const std::string& path, const std::filesystem::path& root) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return path;
+  const fs::path relative =
+      fs::absolute(path).lexically_normal().lexically_relative(fs::absolute(root).lexically_normal());
+  // Empty: no common start; a leading "..": outside the root.
+  if (relative.empty() || *relative.begin() == "..") return path;
+  return relative.generic_string();
 }
 
 std::string Provenance::comment_line() const {

@@ -16,7 +16,9 @@ RunInfo RunInfo::from_args(int argc, char** argv) {
 }
 
 nlohmann::json RunInfo::to_json() const {
-  return {{"program", program}, {"command", command}, {"inputs", inputs}, {"formats", formats},
+  std::vector<std::string> recorded_inputs;
+  for (const std::string& file : inputs) recorded_inputs.push_back(repository_relative(file));
+  return {{"program", program}, {"command", command}, {"inputs", recorded_inputs}, {"formats", formats},
           {"seeds", seeds},     {"config", config},   {"git_sha", machine.git_sha}, {"machine", machine.to_json()}};
 }
 

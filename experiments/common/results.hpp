@@ -24,7 +24,7 @@ namespace lowbit::experiments {
 struct RunInfo {
   std::string program;               // argv[0]'s file name
   std::string command;               // the command line, arguments separated by spaces
-  std::vector<std::string> inputs;   // files read (empty: generated data)
+  std::vector<std::string> inputs;   // files read (empty: generated data); recorded by repository_relative()
   nlohmann::json formats = nlohmann::json::object();  // number formats, presets, instructions used
   nlohmann::json seeds = nlohmann::json::object();
   nlohmann::json config = nlohmann::json::object();   // everything else that decides the result

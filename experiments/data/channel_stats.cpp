@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
       source = {{"synthetic", spec.to_json()}};
     } else if (!dir.empty()) {
       layers = read_folder(dir);
-      source = {{"folder", dir}};
+      source = {{"folder", repository_relative(dir)}};
     } else {
       throw std::invalid_argument("give --dir FOLDER or --synthetic PRESET (see --help)");
     }

@@ -14,6 +14,7 @@
 #include "emulation/attention/qk_attention.hpp"
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
+#include "numerics/provenance.hpp"
 #include "experiments/common/results.hpp"
 #include "numerics/synthetic.hpp"
 
@@ -265,7 +266,7 @@ int main(int argc, char** argv) {
                           {"tokens", d.q[0].rows()},
                           {"dim", d.q[0].cols()}};
     if (data.empty()) config["synthetic"] = synthetic.to_json();
-    else config["data"] = data;
+    for (const std::string& file : data) config["data"].push_back(repository_relative(file));
     out.run().inputs = data;
     out.run().formats = {{"element", format_name(element)}, {"instruction", instruction}};
     out.run().seeds = {{"hadamard", hadamard_seed}};

@@ -173,8 +173,8 @@ std::optional<Dataset> captured(const Options& o, std::vector<std::string>& inpu
     const std::size_t heads = o.real_heads > 0 ? std::min<std::size_t>(hq, std::size_t(o.real_heads)) : hq;
     if (d.description.empty())
       d.description = fmt::format("{}: layers {}, {} of {} query heads (KV head h / {}), {} tokens, d = {}, gate seeds 1..{}",
-                                  o.data_dir, fmt::join(layers, ", "), heads, hq, hq / hkv, data->q[0].rows(),
-                                  data->q[0].cols(), o.seeds);
+                                  repository_relative(o.data_dir), fmt::join(layers, ", "), heads, hq, hq / hkv,
+                                  data->q[0].rows(), data->q[0].cols(), o.seeds);
     for (int seed = 1; seed <= o.seeds; ++seed)
       for (std::size_t h = 0; h < heads; ++h) {
         const std::size_t kv = h / (hq / hkv);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "numerics/provenance.hpp"
 #include "numerics/tensor_file.hpp"
 
 namespace lowbit::experiments {
@@ -93,7 +94,8 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
   d.k = stack(k);
   d.v = stack(v);
   d.causal = true;
-  d.spec = {{"dir", dir}, {"layers", layers}, {"q_heads", heads}, {"tokens", d.q.tokens}, {"causal", true}};
+  d.spec = {{"dir", repository_relative(dir)}, {"layers", layers}, {"q_heads", heads}, {"tokens", d.q.tokens},
+            {"causal", true}};
   d.description = fmt::format(
       "SmolLM2-135M-Instruct's Q (after RoPE), K, V captured on our own prose (experiments/data/smollm2-135m): layers "
       "{}, Q heads {} of each with their KV heads, {} tokens, d = 64, causal",
@@ -130,7 +132,8 @@ Dataset file_dataset(const std::string& name, const std::string& q_spec, const s
   d.v = stack(vs);
   d.causal = causal;
   d.inputs = {fq.source, fk.source, fv.source};
-  d.spec = {{"q", q_spec}, {"k", k_spec}, {"v", v_spec}, {"causal", causal}};
+  d.spec = {{"q", repository_relative(q_spec)}, {"k", repository_relative(k_spec)}, {"v", repository_relative(v_spec)},
+            {"causal", causal}};
   d.description = fmt::format("the user's tensors: Q {} {} ({}), K {}, V {}, {}", q_spec, q.shape_text(), to_string(fq.type),
                               k.shape_text(), v.shape_text(), causal ? "causal" : "not causal");
   return d;

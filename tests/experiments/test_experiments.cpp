@@ -176,6 +176,13 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
       CHECK(datasets_of(m).count("synthetic"));
       check_provenance_and_table(out, name);
       CHECK(fs::exists(out / "headline.txt"));
+      // The committed sample is recorded relative to the repository root, as on every checkout.
+      std::ifstream in(out / "provenance.json");
+      const nlohmann::json p = nlohmann::json::parse(in);
+      CHECK(p.at("config").at("datasets").at("smollm2").at("dir") == "experiments/data/smollm2-135m");
+      REQUIRE_FALSE(p.at("inputs").empty());
+      for (const auto& file : p.at("inputs"))
+        CHECK(file.get<std::string>().rfind("experiments/data/smollm2-135m/layer", 0) == 0);
     }
   }
 }
