@@ -237,8 +237,8 @@ LOWBIT_HD inline float combine_lanes(float l0, float l1, float l2, float l3) {
 }
 
 // ---- quantization ------------------------------------------------------------------------------
-// x / s rounded to nearest even, from inverse = RN(1 / s) computed once per scale (s > 0 and x, x / s
-// normal or zero): q0 = RN(x inverse) is within an ulp of x / s, x - q0 s is exact in one fma, and
+// x / s rounded to nearest even, from inverse = RN(1 / s) computed once per scale (invertible_scale(s),
+// x / s normal or zero): q0 = RN(x inverse) is within an ulp of x / s, x - q0 s is exact in one fma, and
 // one correction by it gives RN(x / s) (Markstein's theorem; J.-M. Muller, "Accelerating
 // floating-point division when the divisor is known in advance", 2002). A zero quotient takes x's
 // sign, as x / s does. Three operations where a division takes a dozen: the quantizers' codes.
@@ -254,6 +254,12 @@ LOWBIT_HD inline float divide_by_inverse(float x, float s, float inverse) {
   return std::copysign(quotient_by_inverse(x, s, inverse), x);
 #endif
 }
+// The scales whose codes quotient_by_inverse gives: s >= 2^-92. Markstein's proof needs the
+// remainder x - q0 s exact, so q0 s a multiple of 2^-149 (fp32's smallest step); for the quotients
+// a code can tell from zero (|x / s| >= 2^-11) that holds from s = 2^-92 on. Groups of magnitude
+// below about 2^-85 (bf16 and fp32 inputs can have them) have smaller scales, and their codes take
+// the division (below 2^-128 the inverse itself overflows).
+LOWBIT_HD constexpr bool invertible_scale(float s) { return s >= 0x1p-92f; }
 
 // P as an E4M3 code: cvt.rn.satfinite.e4m3x2.f32 on the GPU, the verified encoder on the host.
 LOWBIT_HD inline std::uint8_t e4m3_code(float p) {

@@ -30,6 +30,7 @@
 #include "emulation/attention/sage2_hopper.hpp"
 #include "kernels/attention/sage2_kernels.cuh"
 #include "kernels/device.hpp"
+#include "kernels/quant_codes.cuh"
 #include "kernels/sm90/copy.cuh"
 #include "kernels/sm90/fragment.hpp"
 #include "kernels/sm90/smem_layout.hpp"
@@ -75,40 +76,6 @@ __device__ inline void store_pair(__nv_bfloat16* at, float a, float b) {
   *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
 }
 
-// The inverse a scale's codes divide by (steps::divide_by_inverse), 0 for a zero scale.
-__device__ inline float inverse_of(float scale) { return scale == 0.0f ? 0.0f : __frcp_rn(scale); }
-// Two integers saturated to int8, packed above each other: low in bits 0-7, high in bits 8-15,
-// `above` shifted into bits 16-31 (cvt.pack.sat.s8.s32.b32; after cvt.rni.s32.f32 ptxas makes
-// the pair one F2IP.S8.F32).
-__device__ inline std::uint32_t pack_int8(int low, int high, std::uint32_t above) {
-  std::uint32_t packed;
-  asm("cvt.pack.sat.s8.s32.b32 %0, %1, %2, %3;" : "=r"(packed) : "r"(high), "r"(low), "r"(above));
-  return packed;
-}
-// quant::quantize's INT8 codes of N values of a group of scale s (s = amax / 127; s = 0: zero
-// codes), value e in byte e: encode(int8, x / s) rounds the fp32 quotient to the nearest integer,
-// ties to even, saturating. A zero quotient's sign is no code's business (quotient_by_inverse),
-// and s = 0 needs no branch: its inverse is 0, so every quotient is 0. (The quotients are normal
-// or zero: x and s come from fp16/bf16 values or their fp32 differences.)
-template <int N>
-__device__ inline std::uint32_t int8_codes(const float (&x)[N], float scale, float inverse) {
-  static_assert(N == 2 || N == 4, "a lane's 2 or 4 channels");
-  int q[N];
-#pragma unroll
-  for (int e = 0; e < N; ++e) q[e] = __float2int_rn(steps::quotient_by_inverse(x[e], scale, inverse));
-  if constexpr (N == 4) return pack_int8(q[0], q[1], pack_int8(q[2], q[3], 0));
-  else return pack_int8(q[0], q[1], 0);
-}
-// quant::quantize's E4M3 codes of four values of a channel of scale s, value j in byte j:
-// encode(e4m3, v / s) to nearest even, saturating (steps::e4m3_code_quad); 0 for s = 0 (a -0
-// quotient would be code 0x80).
-__device__ inline std::uint32_t e4m3_codes(const float (&v)[4], float scale, float inverse) {
-  if (scale == 0.0f) return 0;
-  float q[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) q[j] = steps::divide_by_inverse(v[j], scale, inverse);
-  return steps::e4m3_code_quad(q[0], q[1], q[2], q[3]);
-}
 // Two adjacent 16-bit values, one 4-byte load.
 template <class T>
 using PairOf = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
@@ -225,7 +192,7 @@ __device__ inline void load_pairs(const T* from, float (&x)[N]) {
 // load(row, x) fills x with the fp32 values of the calling lane's channels of the row (0 for
 // padding rows); writes their codes at codes[at(row)] (consecutive bytes there) and the raw group
 // scales.
-template <int Rows, int HeadDim, int MaxRows, class Load, class At>
+template <int Rows, int HeadDim, bool SmallScales, int MaxRows, class Load, class At>
 __device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load, std::int8_t* codes, At at,
                                     QuantizeTile<MaxRows>& tile) {
   static_assert(Rows <= MaxRows);
@@ -260,7 +227,7 @@ __device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load,
     const int group = groups.group_of_row[row];
     float x[kPerLane];
     load(row, x);
-    *reinterpret_cast<Word*>(codes + at(row)) = Word(int8_codes(x, tile.group_scale[group], tile.group_inverse[group]));
+    *reinterpret_cast<Word*>(codes + at(row)) = Word(int8_codes<SmallScales>(x, tile.group_scale[group], tile.group_inverse[group]));
   }
 }
 
@@ -299,6 +266,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
   __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
   const quant::QkGroups& groups = groups_of(HeadDim);
   constexpr int kPerLane = kChannelsPerLane<HeadDim>;
+  constexpr bool kSmallScales = !std::is_same_v<T, __half>;  // scales below 2^-92 (quant_codes.cuh)
   const int block = blockIdx.x, b = p.batch - 1 - int(blockIdx.z);
   // The group maxima start at 0 (every path stages its values, whose barrier follows, before
   // quantize_int8_block).
@@ -357,7 +325,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
     const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
     const auto load = [&](int row, float (&x)[kPerLane]) { load_pairs(&values[row][c0], x); };  // padding rows hold 0
     const long long head = (long long)b * p.heads_q + h;
-    quantize_int8_block<kQRows, HeadDim>(groups.q, load, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
+    quantize_int8_block<kQRows, HeadDim, kSmallScales>(groups.q, load, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
                                          [&](int row) { return row * HeadDim + c0; }, tile);
     for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
       p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
@@ -387,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
     for (int e = 0; e < kPerLane; ++e) x[e] = t0 + row < p.tokens ? lowbit::attention::smooth_key(x[e], kbar[e]) : 0.0f;
   };
   // The block's codes are one tile (t0 a multiple of block_kv), so a row's offset is the tile's.
-  quantize_int8_block<kRows, HeadDim>(groups.k, load, p.out.k_codes + head * p.padded_kv * HeadDim + k_code_offset(t0, 0, HeadDim, kRows),
+  quantize_int8_block<kRows, HeadDim, kSmallScales>(groups.k, load, p.out.k_codes + head * p.padded_kv * HeadDim + k_code_offset(t0, 0, HeadDim, kRows),
                                       [&](int row) { return k_code_offset(row, c0, HeadDim, kRows); }, tile);
   for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
     p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
@@ -418,7 +386,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
 #pragma unroll
     for (int j = 0; j < 4; ++j) v[j] = to_float(values[keys[j]][c]);
     *reinterpret_cast<std::uint32_t*>(v_codes + v_code_offset(c, position, HeadDim, kRows)) =
-        e4m3_codes(v, channel[c], channel_inverse[c]);
+        e4m3_codes<kSmallScales>(v, channel[c], channel_inverse[c]);
   }
 }
 

@@ -15,6 +15,7 @@
 #include "emulation/linear/linear_steps.hpp"
 #include "emulation/quant/thread_groups.hpp"
 #include "kernels/device.hpp"
+#include "kernels/quant_codes.cuh"
 #include "kernels/sm90/smem_layout.hpp"
 #include "kernels/sm90/wgmma.cuh"
 
@@ -48,6 +49,7 @@ namespace st = lowbit::linear::steps;
 
 constexpr int C = kGlaChunk, c = kGlaSubChunk, kSubChunks = C / c;
 constexpr float kInt8Target = 127.0f, kE4m3Target = 448.0f;  // the quantizer's amax targets
+constexpr bool kSmallScales = true;  // fp32 inputs: scales below 2^-92 (kernels/quant_codes.cuh)
 
 // ---- wgmma (kernels/sm90/): operands in shared memory, K-major without swizzle ---------------------
 using sm90::KMajorLayout;
@@ -77,18 +79,6 @@ __device__ inline void wgmma(float (&d)[N / 2], std::uint64_t desc_a, std::uint6
 
 // ---- codes, as the emulation's quantizer and casts make them ----------------------------------------
 __device__ inline std::uint32_t bf16_code(float x) { return __bfloat16_as_ushort(__float2bfloat16_rn(x)); }
-// INT8: round(x / s) to nearest even, saturated; a zero scale gives a zero code.
-__device__ inline std::uint32_t s8_code(float x, float scale) {
-  if (scale == 0.0f) return 0;
-  const int r = __float2int_rn(__fdiv_rn(x, scale));
-  return std::uint32_t(max(-128, min(127, r))) & 0xffu;
-}
-// E4M3: cvt.rn.satfinite of x / s; a zero scale gives a zero code.
-__device__ inline std::uint32_t e4m3_code(float x, float scale) {
-  if (scale == 0.0f) return 0;
-  return std::uint32_t(__nv_cvt_float_to_fp8(__fdiv_rn(x, scale), __NV_SATFINITE, __NV_E4M3));
-}
-
 template <layout::Fragment F>
 __device__ inline layout::Offset at(int thread, int value) {
   return F(thread, value);
@@ -115,7 +105,8 @@ struct Smem {
   static constexpr int query_terms = key_terms + kStripRows * 4;         // c x (kSubChunks - 1)
   static constexpr int row_amax = query_terms + c * (kSubChunks - 1) * 4;  // c + kStripRows
   static constexpr int row_scale = row_amax + C * 4;                       // c + kStripRows
-  static constexpr int p_scale = row_scale + C * 4;                        // C
+  static constexpr int row_inverse = row_scale + C * 4;                    // c + kStripRows
+  static constexpr int p_scale = row_inverse + C * 4;                      // C
   static constexpr int v_scale = p_scale + C * 4;                          // DV
   static constexpr int p_codes = (v_scale + DV * 4 + 127) / 128 * 128;    // C x C, 2 bytes (bf16) or 1
   static constexpr int v_codes = p_codes + C * C * 2;                      // DV x C (V^T), 2 bytes or 1
@@ -141,6 +132,7 @@ __global__ void __launch_bounds__(128)
   float* query_terms = reinterpret_cast<float*>(smem + S::query_terms);
   float* row_amax = reinterpret_cast<float*>(smem + S::row_amax);
   float* row_scale = reinterpret_cast<float*>(smem + S::row_scale);
+  float* row_inverse = reinterpret_cast<float*>(smem + S::row_inverse);
   float* p_scale = reinterpret_cast<float*>(smem + S::p_scale);
   float* v_scale = reinterpret_cast<float*>(smem + S::v_scale);
   unsigned char* p_codes = smem + S::p_codes;
@@ -169,9 +161,12 @@ __global__ void __launch_bounds__(128)
     for (int y = tid; y < DV; y += 128) {
       float amax = 0.0f;
       for (int s = 0; s < C; ++s) amax = fmaxf(amax, fabsf(vg[s * DV + y]));
-      const float scale = __fdiv_rn(amax, kE4m3Target);
+      const float scale = __fdiv_rn(amax, kE4m3Target), inverse = inverse_of(scale);
       v_scale[y] = scale;
-      for (int s = 0; s < C; ++s) v_codes[KMajorLayout{k_bytes}.offset(y, s)] = std::uint8_t(e4m3_code(vg[s * DV + y], scale));
+      for (int s = 0; s < C; ++s) {
+        const float value[1] = {vg[s * DV + y]};
+        v_codes[KMajorLayout{k_bytes}.offset(y, s)] = std::uint8_t(e4m3_codes<kSmallScales>(value, scale, inverse));
+      }
     }
   } else {
     for (int e = tid; e < C * DV; e += 128)
@@ -229,6 +224,7 @@ __global__ void __launch_bounds__(128)
         for (int o = 0; o < c; ++o)
           if (groups.group_of_row[o] == groups.group_of_row[in_block]) amax = fmaxf(amax, row_amax[block_first + o]);
         row_scale[r] = __fdiv_rn(amax, kInt8Target);
+        row_inverse[r] = inverse_of(row_scale[r]);
       }
       __syncthreads();
     }
@@ -244,13 +240,15 @@ __global__ void __launch_bounds__(128)
 #pragma unroll
             for (int e = 0; e < 16; ++e) {
               const layout::Offset o = at<layout::mma_m16n8k32_a8>(lane, e);
-              a[e / 4] |= s8_code(qt[o.row * DK + kk + o.col], row_scale[o.row]) << (8 * (e % 4));
+              const float value[1] = {qt[o.row * DK + kk + o.col]};
+              a[e / 4] |= int8_codes<kSmallScales>(value, row_scale[o.row], row_inverse[o.row]) << (8 * (e % 4));
             }
 #pragma unroll
             for (int e = 0; e < 8; ++e) {
               const layout::Offset o = at<layout::mma_m16n8k32_b8>(lane, e);
               const int key = key0 + o.col;
-              b[e / 4] |= s8_code(kt[key * DK + kk + o.row], row_scale[c + key]) << (8 * (e % 4));
+              const float value[1] = {kt[key * DK + kk + o.row]};
+              b[e / 4] |= int8_codes<kSmallScales>(value, row_scale[c + key], row_inverse[c + key]) << (8 * (e % 4));
             }
             mma_s8(acc, a, b);
           }
@@ -294,9 +292,12 @@ __global__ void __launch_bounds__(128)
     for (int t = tid; t < C; t += 128) {
       float amax = 0.0f;
       for (int s = 0; s < C; ++s) amax = fmaxf(amax, fabsf(ps[t * C + s]));
-      const float scale = __fdiv_rn(amax, kE4m3Target);
+      const float scale = __fdiv_rn(amax, kE4m3Target), inverse = inverse_of(scale);
       p_scale[t] = scale;
-      for (int s = 0; s < C; ++s) p_codes[KMajorLayout{k_bytes}.offset(t, s)] = std::uint8_t(e4m3_code(ps[t * C + s], scale));
+      for (int s = 0; s < C; ++s) {
+        const float value[1] = {ps[t * C + s]};
+        p_codes[KMajorLayout{k_bytes}.offset(t, s)] = std::uint8_t(e4m3_codes<kSmallScales>(value, scale, inverse));
+      }
     }
   } else {
     for (int e = tid; e < C * C; e += 128)

@@ -147,3 +147,39 @@ TEST_CASE("divide_by_inverse equals x / s bit for bit", "[attention][quantize]")
   CHECK(std::bit_cast<std::uint32_t>(st::divide_by_inverse(0.0f, 0.75f, st::div_rn(1.0f, 0.75f))) == 0u);
 }
 
+// The inverse serves scales from 2^-92 on (steps::invertible_scale): there the sampled quotients a
+// code can tell from zero (2^-11 .. 2^9) equal the division's; below, some differ (the remainder
+// x - q0 s is not exact), and below 2^-128 RN(1 / s) overflows and the quotient is NaN. The kernels
+// divide there (a bf16 or fp32 group of magnitude under about 2^-85).
+TEST_CASE("divide_by_inverse needs a scale of 2^-92 or more", "[attention][quantize]") {
+  CHECK(st::invertible_scale(0x1p-92f));
+  CHECK_FALSE(st::invertible_scale(0x1.fffffep-93f));
+  CHECK_FALSE(st::invertible_scale(0.0f));
+  const float tiny = 0x1p-130f, tiny_inverse = st::div_rn(1.0f, tiny);
+  CHECK(std::isinf(tiny_inverse));
+  CHECK(std::isnan(st::divide_by_inverse(0x1p-125f, tiny, tiny_inverse)));
+  CHECK(st::div_rn(0x1p-125f, tiny) == 32.0f);
+
+  std::uint64_t state = 0x2545f4914f6cdd1du;
+  const auto next = [&] {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    return state;
+  };
+  // Scales with exponent 2^(first - 127) .. 2^(first + 14 - 127), |x / s| in 2^-11 .. 2^9.
+  const auto differing = [&](std::uint32_t first, int samples) {
+    int differ = 0;
+    for (int i = 0; i < samples; ++i) {
+      const std::uint64_t r = next();
+      const float s = std::bit_cast<float>(std::uint32_t((r & 0x7fffffu) | ((first + (r >> 23) % 15u) << 23)));
+      const float ratio = std::bit_cast<float>(std::uint32_t(((r >> 32) & 0x807fffffu) | ((116u + (r >> 56) % 21u) << 23)));
+      const float x = st::mul_rn(ratio, s);
+      const float q = st::div_rn(x, s);
+      if (!(std::fabs(q) >= 0x1p-11f)) continue;
+      differ += std::bit_cast<std::uint32_t>(st::divide_by_inverse(x, s, st::div_rn(1.0f, s))) != std::bit_cast<std::uint32_t>(q);
+    }
+    return differ;
+  };
+  CHECK(differing(127 - 92, 10'000'000) == 0);  // 2^-92 .. 2^-78
+  CHECK(differing(127 - 107, 10'000'000) > 0);  // 2^-107 .. 2^-93
+}
+

@@ -45,7 +45,7 @@ using lowbit::kernels::attention::Sage2Problem;
 
 struct Config {
   Sage2Problem problem;
-  std::string data = "synthetic";  // synthetic | outliers | real:<path prefix of the q/k/v .npy files>
+  std::string data = "synthetic";  // synthetic | outliers | tiny | real:<path prefix of the q/k/v .npy files>
   std::uint64_t seed = 1;
   bool export_accuracy = false;  // write inputs and output as .npy for the SDPA comparison
 };
@@ -53,7 +53,7 @@ struct Config {
 std::string dtype_name(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
 std::string layout_name(Layout l) { return l == Layout::bhnd ? "bhnd" : "bnhd"; }
 
-// "synthetic", "outliers", or "real-<file prefix>" for captured activations.
+// "synthetic", "outliers", "tiny", or "real-<file prefix>" for captured activations.
 std::string data_label(const Config& c) {
   if (c.data.rfind("real:", 0) != 0) return c.data;
   std::string prefix = c.data.substr(c.data.find_last_of('/') + 1);
@@ -94,6 +94,8 @@ std::vector<Config> configs(const std::string& set) {
       for (bool causal : {false, true})
         for (int n : {1, 200, 384}) all.push_back(make(d, causal, n, 2, 4, 2, DType::fp16, Layout::bhnd, "synthetic", seed++));
     all.push_back(make(128, true, 300, 1, 2, 1, DType::bf16, Layout::bnhd, "outliers", seed++));
+    all.push_back(make(128, false, 256, 1, 2, 2, DType::bf16, Layout::bhnd, "tiny", seed++));
+    all.push_back(make(64, true, 200, 1, 2, 1, DType::bf16, Layout::bnhd, "tiny", seed++));
     return all;
   }
   if (set != "full") throw std::invalid_argument("--configs must be quick, full or bench, not '" + set + "'");
@@ -108,6 +110,7 @@ std::vector<Config> configs(const std::string& set) {
         all.push_back(make(d, causal, n, n <= 1000 ? 2 : 1, hq, hkv, dtype, layout, i % 2 ? "outliers" : "synthetic", seed++));
         ++i;
       }
+      all.push_back(make(d, causal, 1000, 2, 2, 2, DType::bf16, Layout::bhnd, "tiny", seed++));
       Config big = make(d, causal, 16384, 1, 2, 1, DType::fp16, Layout::bhnd, "synthetic", seed++);
       all.push_back(big);
       Config loud = make(d, causal, 8192 + 77, 1, 2, 2, DType::bf16, Layout::bhnd, "outliers", seed++);
@@ -177,7 +180,13 @@ Inputs make_inputs(const Config& c) {
       spec.outlier_token_fraction = 0.01;
       spec.q_gain = 3;
     }
-    const lowbit::AttentionData data = lowbit::make_synthetic_attention(spec);
+    lowbit::AttentionData data = lowbit::make_synthetic_attention(spec);
+    if (c.data == "tiny") {  // head 0 near bf16's smallest normals: its Q and K groups, and 8 of its
+                             // V channels, get subnormal fp32 scales (the codes divide there)
+      data.q[0] *= 0x1p-124f;
+      data.k[0] *= 0x1p-124f;
+      data.v[0].leftCols(8) *= 0x1p-126f;
+    }
     const auto put = [&](std::vector<std::uint16_t>& dst, const lowbit::MatrixF& m, int h, int heads) {
       for (int t = 0; t < p.tokens; ++t) {
         std::vector<lowbit::Code> codes(std::size_t(p.head_dim));
