@@ -70,6 +70,9 @@ int run_accumulator(int argc, char** argv) {
             sweeps.push_back({d, mine});
           }
         }
+        const auto sweep_variant = [](const std::string& label, bool smooth_v, int keys) {
+          return fmt::format("{}, smooth V {} @ {} keys", label, smooth_v ? "on" : "off", keys);
+        };
         int steps = 2 * int(datasets.size());
         for (const Sweep& s : sweeps) steps += int(s.lengths.size() * accumulators.size() * 2);
         Progress progress(name, steps);
@@ -90,7 +93,7 @@ int run_accumulator(int argc, char** argv) {
                                                                   queries);
             for (bool smooth_v : {false, true})
               for (const auto& [label, sets] : accumulators) {
-                Variant v{fmt::format("{}, smooth V {} @ {} keys", label, smooth_v ? "on" : "off", n), "sage2-8b", sets};
+                Variant v{sweep_variant(label, smooth_v, n), "sage2-8b", sets};
                 v.sets.push_back(smooth_v ? "smooth-v=on" : "smooth-v=off");
                 run(v, window);
               }
@@ -98,11 +101,12 @@ int run_accumulator(int argc, char** argv) {
         // Table 13: sage2-4b with and without smooth V, on the whole datasets.
         const std::string source = "SageAttention2 Table 13, CogVideoX";
         const double nan = std::nan("");
-        results.paper("Table 13: sage2-4b, smooth V off", {source, 0.9825, 0.1980, 0.2387, nan, nan, nan});
-        results.paper("Table 13: sage2-4b, smooth V on", {source, 0.9975, 0.0406, 0.0773, nan, nan, nan});
+        const auto table13_variant = [](bool smooth_v) { return fmt::format("Table 13: sage2-4b, smooth V {}", smooth_v ? "on" : "off"); };
+        results.paper(table13_variant(false), {source, 0.9825, 0.1980, 0.2387, nan, nan, nan});
+        results.paper(table13_variant(true), {source, 0.9975, 0.0406, 0.0773, nan, nan, nan});
         for (const Dataset& d : datasets)
           for (bool smooth_v : {false, true})
-            run({fmt::format("Table 13: sage2-4b, smooth V {}", smooth_v ? "on" : "off"), "sage2-4b",
+            run({table13_variant(smooth_v), "sage2-4b",
                  {smooth_v ? "smooth-v=on" : "smooth-v=off"}},
                 d);
 
@@ -111,13 +115,22 @@ int run_accumulator(int argc, char** argv) {
           if (s.lengths.empty()) continue;
           const int n = s.lengths.back();
           const auto l1 = [&](const std::string& label) {
-            return results.summary(fmt::format("{}, smooth V off @ {} keys", label, n), s.base.name).rel_l1_mean;
+            return results.summary(sweep_variant(label, false, n), s.base.name).rel_l1_mean;
           };
           headline += fmt::format("{}{} at {} keys, rel L1 of the accumulator alone: FP22 two-level {:.3g}, in place {:.3g}",
                                   headline.empty() ? "" : "; ", s.base.name, n, l1(accumulators[3].first),
                                   l1(accumulators[4].first));
         }
         results.directory().text("headline.txt", headline + "\n");
+        // The per-variant plots show each sweep's longest window and Table 13 (error_vs_length.png has
+        // every length): one bar per variant and length would make them pages tall.
+        std::vector<std::string> shown;
+        for (const Sweep& s : sweeps)
+          if (!s.lengths.empty())
+            for (bool smooth_v : {false, true})
+              for (const auto& accumulator : accumulators) shown.push_back(sweep_variant(accumulator.first, smooth_v, s.lengths.back()));
+        for (bool smooth_v : {false, true}) shown.push_back(table13_variant(smooth_v));
+        results.directory().json("plot_variants.json", shown);
         results.note(
             "Sweep pipeline: sage2-8b (SageAttention2-8b on Hopper: per-thread INT8 Q, K with smooth K, E4M3 P at 448 "
             "folded into the exponent, per-channel E4M3 V, wgmma m64nNk32 e4m3 whose accumulator is FP22 (1+8+13 "
@@ -128,7 +141,8 @@ int run_accumulator(int argc, char** argv) {
             "made by the wgmma's FP22 accumulation (its chunks, truncation and rounding) on the fp32 values "
             "(pv=wide:, emulation/mma/wide.hpp): the error the accumulator adds by itself. Smooth V: V minus its mean "
             "over the keys, added back after normalization. Variants are named "
-            "\"... @ N keys\" (error_vs_length.png). Table 13 rows: sage2-4b (INT4 Q, K, Ada's FP22 mma.sync, MMA-Sim's "
+            "\"... @ N keys\" (error_vs_length.png; metrics.png and the error distributions show each sweep's longest "
+            "window). Table 13 rows: sage2-4b (INT4 Q, K, Ada's FP22 mma.sync, MMA-Sim's "
             "published model) on the whole datasets.\n");
         results.write("SageAttention2 §3.4 and Table 13: the P V accumulator against sequence length");
       });

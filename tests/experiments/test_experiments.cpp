@@ -183,6 +183,17 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
       REQUIRE_FALSE(p.at("inputs").empty());
       for (const auto& file : p.at("inputs"))
         CHECK(file.get<std::string>().rfind("experiments/data/smollm2-135m/layer", 0) == 0);
+      // The variants an experiment's per-variant plots show (where it names them) are its own.
+      if (name == "accumulator" || name == "attribution") {
+        std::ifstream shown_file(out / "plot_variants.json");
+        const nlohmann::json shown = nlohmann::json::parse(shown_file);
+        REQUIRE_FALSE(shown.empty());
+        std::set<std::string> variants;
+        for (const auto& [key, _] : m) variants.insert(std::get<0>(key));
+        for (const auto& v : shown) CHECK(variants.count(v.get<std::string>()) == 1);
+        if (name == "accumulator")  // each sweep's longest window only (synthetic: --lengths 256,512)
+          for (const auto& v : shown) CHECK(v.get<std::string>().find("@ 256 keys") == std::string::npos);
+      }
     }
   }
 }
