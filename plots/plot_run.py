@@ -129,8 +129,15 @@ def plot_distributions(out_dir, experiment, provenance, variants=None):
     hist, _ = read_distribution(out_dir)
     datasets = ordered(d for _, d in hist)
     variants = variants or ordered(v for v, _ in hist)
+    # The legend below the plots: as many columns as its longest name lets fit the width, and the
+    # figure as tall as its rows need.
+    width = 5.2 * len(datasets)
+    named = [v for v in variants if any(hist.get((v, d)) for d in datasets)]
+    columns = max(1, min(4, int(width // (0.045 * max((len(v) for v in named), default=1) + 0.6))))
+    legend_rows = math.ceil(len(named) / columns)
+    height = 3.8 + 0.145 * legend_rows
     for kind in ("hist", "cdf"):
-        fig, axes = plt.subplots(1, len(datasets), figsize=(5.2 * len(datasets), 4.4), squeeze=False)
+        fig, axes = plt.subplots(1, len(datasets), figsize=(width, height), squeeze=False)
         for i, d in enumerate(datasets):
             ax = axes[0][i]
             for k, v in enumerate(variants):
@@ -159,13 +166,15 @@ def plot_distributions(out_dir, experiment, provenance, variants=None):
             ax.set_title(f"dataset: {d}", fontsize=9)
             ax.grid(alpha=0.3)
             ax.tick_params(labelsize=7)
-        handles, labels = axes[0][0].get_legend_handles_labels()
-        fig.legend(handles, labels, fontsize=6.5, loc="lower center", ncol=min(4, max(1, len(labels))),
-                   bbox_to_anchor=(0.5, 0.035))
-        rows_of_legend = math.ceil(len(labels) / 4)
+        legend = {}  # every dataset's lines, a name once
+        for ax in axes[0]:
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(label, handle)
+        fig.legend(list(legend.values()), list(legend), fontsize=6.5, loc="lower center", ncol=columns,
+                   bbox_to_anchor=(0.5, 0.15 / height))
         what = "histogram" if kind == "hist" else "cumulative distribution"
         fig.suptitle(f"{experiment}: per-element error, {what} (all heads)", fontsize=11)
-        fig.tight_layout(rect=(0, 0.07 + 0.035 * rows_of_legend, 1, 0.95))
+        fig.tight_layout(rect=(0, (0.3 + 0.145 * legend_rows) / height, 1, 1 - 0.25 / height))
         footer(fig, provenance)
         save(fig, out_dir, f"error_{kind}")
 
