@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "emulation/convert.hpp"
@@ -63,9 +64,8 @@ std::string data_label(const Config& c) {
 
 std::string config_name(const Config& c) {
   const Sage2Problem& p = c.problem;
-  return "d" + std::to_string(p.head_dim) + (p.causal ? "-causal" : "") + "-n" + std::to_string(p.tokens) + "-b" +
-         std::to_string(p.batch) + "-hq" + std::to_string(p.heads_q) + "-hkv" + std::to_string(p.heads_kv) + "-" +
-         dtype_name(p.dtype) + "-" + layout_name(p.layout) + "-" + data_label(c);
+  return fmt::format("d{}{}-n{}-b{}-hq{}-hkv{}-{}-{}-{}", p.head_dim, p.causal ? "-causal" : "", p.tokens, p.batch, p.heads_q,
+                     p.heads_kv, dtype_name(p.dtype), layout_name(p.layout), data_label(c));
 }
 
 Config make(int d, bool causal, int n, int batch, int hq, int hkv, DType dtype, Layout layout, std::string data,
