@@ -19,7 +19,7 @@
 
 namespace lowbit::kernels {
 
-// The inverse a scale's codes multiply by; 0 (unused) for a zero or subnormal scale.
+// The inverse a scale's codes multiply by; 0 (unused) for a zero scale or one below 2^-92.
 __device__ inline float inverse_of(float scale) {
   return lowbit::attention::steps::invertible_scale(scale) ? __frcp_rn(scale) : 0.0f;
 }
