@@ -355,6 +355,17 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   std::vector<RowState> state(n_rows);
   std::vector<float> o(n_rows * std::size_t(dv), 0.0f), alpha(n_rows), delta(n_keys);
   MatrixF s(rows, bkv), p(rows, bkv);
+  // Fused exponent argument: s keeps the accumulators (exact) and pair_scale their fused scales.
+  const bool fused = pl.exponential.fused();
+  MatrixF pair_scale(fused ? rows : 0, fused ? bkv : 0);
+  const auto put_score = [&](int r, int c, float acc, float scale) {
+    if (!fused) {
+      s(r, c) = steps::dequantize_score(acc, scale);
+      return;
+    }
+    s(r, c) = acc;
+    pair_scale(r, c) = steps::fused_scale(scale);
+  };
   std::vector<std::int32_t> s_int(n_rows * n_keys);
   PBlock pb;
   std::uint64_t macs = 0;
@@ -367,24 +378,23 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     if (first_key >= sh.keys || (cx.causal && first_key > last_row)) continue;  // every key masked
     macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
-    // 1. S = Q K^T, dequantized into log2 units.
+    // 1. S = Q K^T, dequantized into log2 units (fused: the accumulators and their scales).
     if (cx.qk_integer) {
       integer_products(pq.operand.ints.data() + std::size_t(first_row) * std::size_t(sh.depth), rows,
                        kv.k_operand.ints.data() + std::size_t(first_key) * std::size_t(sh.depth), bkv, sh.depth,
                        s_int.data());
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c)
-          s(r, c) = steps::dequantize_score(s_int[std::size_t(r * bkv + c)],
-                                            steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
-                                                               kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, float(s_int[std::size_t(r * bkv + c)]),  // |acc| < 2^24: exact
+                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
     } else if (cx.qk_values) {
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c) {
           const float* x = pq.operand.floats.data() + std::size_t(first_row + r) * std::size_t(sh.depth);
           const float* y = kv.k_operand.floats.data() + std::size_t(first_key + c) * std::size_t(sh.depth);
           const float acc = value_dot(cx.qk_wide, x, y, 1, sh.depth, 0.0f);
-          s(r, c) = steps::dequantize_score(acc, steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
-                                                                    kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, acc,
+                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
         }
     } else {
       const MatrixCode b = kv.k_codes_t.middleCols(first_key, bkv);
@@ -394,9 +404,8 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
                                               b_scales.size() ? &b_scales : nullptr});
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c)
-          s(r, c) = steps::dequantize_score(accumulator_value(cx.qk->atom.d, d(r, c)),
-                                            steps::score_scale(pq.row_scale[std::size_t(first_row + r)],
-                                                               kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)),
+                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
     }
     if (pl.smoothing.q) {
       const int qblock = first_row / bq;  // Q's smoothing blocks are its thread blocks
@@ -420,10 +429,12 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     for (int r = 0; r < rows; ++r) {
       RowState& st = state[std::size_t(r)];
       float m = st.m;
-      for (int c = 0; c < bkv; ++c) m = std::max(m, s(r, c));
+      for (int c = 0; c < bkv; ++c) m = std::max(m, fused ? steps::dequantize_score(s(r, c), pair_scale(r, c)) : s(r, c));
       const float offset = steps::row_offset(m, pl.p.log2_scale);
       alpha[std::size_t(r)] = pl.exponential.rescale(st.offset, offset);
-      for (int c = 0; c < bkv; ++c) p(r, c) = pl.exponential.probability(s(r, c), offset);
+      for (int c = 0; c < bkv; ++c)
+        p(r, c) = fused ? pl.exponential.fused_probability(s(r, c), pair_scale(r, c), offset)
+                        : pl.exponential.probability(s(r, c), offset);
       for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
         st.lanes[lane] = steps::update_row_sum(st.lanes[lane], alpha[std::size_t(r)], lane_sum(&p(r, 0), bkv, lane));
       st.m = m;

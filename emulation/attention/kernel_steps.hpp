@@ -20,6 +20,16 @@
 //   8. R         = P V through the MMA model, a fresh accumulator (+0) chained over the block's
 //                  k steps (Hopper FP8: FP22)
 //   9. o[c]      = fma_rn(o[c], alpha, R[c])                     (two-level accumulation: fp32)
+// With the exponent's argument fused (ExpArgument::fused; SageAttention2's own kernel, preset
+// sage2-8b-ex2), steps 1 and 5 share one rounding: the pair's scale is fused_scale(scale) (never 0,
+// so a masked key's -inf stays -inf), step 2 takes its maximum over dequantize_score(acc, scale) as
+// step 1 would (m, offset and alpha as above), and step 5 is
+//   5'. p[c]     = fused_probability(acc[c], scale, offset)         (exp2(fma(acc, scale, -offset)),
+//                                                                masked keys: acc = -inf)
+// one instruction a score fewer. Its argument also carries m's own rounding (half an ulp of m,
+// which the rounded steps cancel at the maximum): p can pass 2^p_log2_scale by that (E4M3
+// saturates it), 2^-8 in the exponent at row maxima of 2^16 in log2 units, and beyond 2^24 exp2
+// can overflow, as in SageAttention2's kernel.
 // After the last block:
 //   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
 //   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
@@ -149,6 +159,11 @@ LOWBIT_HD constexpr Exp2 exp2_sm90_ex2() { return {Exp2Unit::sm90_ex2, exp2_degr
 LOWBIT_HD inline float exp2_up_to_highest(float x, const Exp2& exp2) {
   return exp2.unit == Exp2Unit::sm90_ex2 ? sfu::sm90_ex2(x) : poly_exp2_up_to_highest(x, exp2.poly);
 }
+// exp2 of any float on the chosen unit (MUFU.EX2 takes every input as it is; the polynomial adds
+// its range selects).
+LOWBIT_HD inline float exp2_anywhere(float x, const Exp2& exp2) {
+  return exp2.unit == Exp2Unit::sm90_ex2 ? sfu::sm90_ex2(x) : poly_exp2(x, exp2.poly);
+}
 
 // ---- log2 (of a row sum, l >= 2^-126, finite) ---------------------------------------------------
 // l = 2^e m with m in [sqrt(1/2), sqrt(2)); log2(m) = s q(s^2), s = (m - 1) / (m + 1), q of degree 3.
@@ -210,6 +225,16 @@ LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(u
 // (score - offset <= p_log2_scale: exp2 without poly_exp2's upper-range selects.)
 LOWBIT_HD inline float probability(float score, float offset, const Exp2& exp2 = {}) {
   return exp2_up_to_highest(sub_rn(score, offset), exp2);
+}
+// Steps 1 and 5 as two roundings (the contract: rounded_score) or one (fused: SageAttention2's kernel).
+enum class ExpArgument : std::uint8_t { rounded_score, fused };
+// The pair's scale in the fused steps: at least 2^-149 (a product of two scales can round to 0), so
+// that acc = -inf of a masked key gives -inf, never NaN, in step 2's product and step 5's fma.
+LOWBIT_HD inline float fused_scale(float scale) { return scale < 0x1p-149f ? 0x1p-149f : scale; }
+// Step 5': exp2(fma(acc, scale, -offset)), acc an exact accumulator or -inf. The argument can pass
+// p_log2_scale by m's rounding (and kExp2Highest for huge maxima): exp2 over every float.
+LOWBIT_HD inline float fused_probability(float acc, float scale, float offset, const Exp2& exp2 = {}) {
+  return exp2_anywhere(fma_rn(acc, scale, -offset), exp2);
 }
 // alpha: the factor that rescales l and o when the row offset moves from old to new
 // (exp2(-inf) = 0 on the first block: old_offset is -inf there).

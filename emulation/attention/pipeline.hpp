@@ -154,13 +154,21 @@ float exp2_exact(float x);
 float log2_exact(float x);
 
 // exp2 and log2 of the softmax: correctly rounded, or the contract's (steps::Exp2: the polynomial
-// or sm_90's MUFU.EX2 bit for bit; log2 the polynomial), which the kernels run.
+// or sm_90's MUFU.EX2 bit for bit; log2 the polynomial), which the kernels run; and the exponent's
+// argument: the rounded score minus the offset (steps 1 and 5), or one fma of the accumulator, its
+// scale and the offset (fused: SageAttention2's kernel; kernel_steps.hpp).
 struct ExponentialStage {
   bool exact = false;
   steps::Exp2 exp2;
+  steps::ExpArgument argument = steps::ExpArgument::rounded_score;
 
+  bool fused() const { return argument == steps::ExpArgument::fused; }
   float probability(float score, float offset) const {
     return exact ? exp2_exact(steps::sub_rn(score, offset)) : steps::probability(score, offset, exp2);
+  }
+  // Step 5' (fused): acc an exact accumulator or -inf, scale steps::fused_scale of the pair's.
+  float fused_probability(float acc, float scale, float offset) const {
+    return exact ? exp2_exact(steps::fma_rn(acc, scale, -offset)) : steps::fused_probability(acc, scale, offset, exp2);
   }
   float rescale(float old_offset, float new_offset) const {
     return exact ? exp2_exact(steps::sub_rn(old_offset, new_offset)) : steps::rescale(old_offset, new_offset, exp2);

@@ -87,8 +87,10 @@ Pipeline sage2_8b(int head_dim, steps::Exp2Unit exp2) {
       "smoothed by its chunked mean, per-thread INT8 Q and K with the wgmma s8 groups, E4M3 P at 448 folded into the "
       "exponent, per-channel E4M3 V, wgmma e4m3 (FP22) chained over each KV block from +0 and flushed into the fp32 o "
       "with one fma; exp2: " +
-      std::string(exp2 == steps::Exp2Unit::sm90_ex2 ? "MUFU.EX2 of sm_90 bit for bit (emulation/sfu/ex2.hpp), as SageAttention2's kernel"
-                                                    : "the contract's polynomial");
+      std::string(exp2 == steps::Exp2Unit::sm90_ex2
+                      ? "MUFU.EX2 of sm_90 bit for bit (emulation/sfu/ex2.hpp) of fma(accumulator, scale, -offset), as "
+                        "SageAttention2's kernel"
+                      : "the contract's polynomial of the rounded score minus the offset");
   p.arch = "sm_90";
   p.tiling = {r.block_q, r.block_kv, r.consumer_warps, r.kv_order};
   p.smoothing.k = true;
@@ -99,7 +101,7 @@ Pipeline sage2_8b(int head_dim, steps::Exp2Unit exp2) {
   p.pv.instruction = kWgmmaE4m3;
   p.p = {formats::e4m3, PScale::static_exponent, r.p_log2_scale};
   p.accumulation = {Accumulation::two_level, 0};
-  p.exponential = {false, r.exp2};
+  p.exponential = {false, r.exp2, r.exp_argument};
   return p;
 }
 
@@ -213,7 +215,7 @@ const std::vector<PresetInfo>& preset_list() {
       {"fa2-bf16", "FlashAttention-2, bf16, mma.sync (Hopper)"},
       {"sage1", "SageAttention: INT8 per-block QK, smooth K, fp16 P V with fp16 accumulator (Ada)"},
       {"sage2-8b", "SageAttention2-8b on Hopper: the kernel's recipe (sage2_hopper.hpp)"},
-      {"sage2-8b-ex2", "sage2-8b with MUFU.EX2 as its exp2 (emulated bit for bit), as SageAttention2's kernel"},
+      {"sage2-8b-ex2", "sage2-8b with SageAttention2's kernel's exponential: MUFU.EX2 (emulated bit for bit) of one fma of the score's accumulator, scale and offset"},
       {"sage2-4b", "SageAttention2-4b on Ada: per-thread INT4 QK, smooth Q+K, FP8 P V (FP22)"},
       {"sage2pp", "SageAttention2++: FP8 P V with fp16 accumulators, narrowed P and V"},
       {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},

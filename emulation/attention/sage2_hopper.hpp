@@ -12,7 +12,7 @@
 //   V: per-channel FP8 E4M3 over all tokens (scale = amax / 448, code = RNE satfinite of v / scale).
 // Per (batch, Q head, block of block_q queries), KV blocks of block_kv keys in kv_order, blocks
 // whose keys are all masked skipped: S = wgmma s8 (s32, exact), then kernel_steps.hpp steps 1-9
-// with P·V through wgmma.m64nNk32.f32.e4m3.e4m3 (N = head_dim) chained over the block from +0.
+// (sage2-8b-ex2: steps 1 and 5 fused, as SageAttention2's kernel computes them) with P·V through wgmma.m64nNk32.f32.e4m3.e4m3 (N = head_dim) chained over the block from +0.
 // The LSE puts back the row bias K smoothing removed (steps::smoothing_bias of the row and kbar).
 // GQA: Q head h reads KV head h / (heads_q / heads_kv). Causal: key j is visible to query i when
 // j <= i (top-left, as PyTorch's is_causal). Tokens past N: zero codes, masked keys.
@@ -42,6 +42,8 @@ struct Sage2HopperRecipe {
   KvOrder kv_order = KvOrder::ascending;
   int key_mean_chunk = 128;  // tokens per double partial sum of the K mean
   steps::Exp2 exp2;          // the exponential the kernel runs: the polynomial, or MUFU.EX2 (sage2-8b-ex2)
+  steps::ExpArgument exp_argument = steps::ExpArgument::rounded_score;  // steps 1 and 5: two roundings, or
+                                                                        // one fma (sage2-8b-ex2)
   float p_log2_scale = steps::kLog2Of448;
 
   // The tiling the per-thread INT8 groups of Q and K are derived from.
@@ -93,11 +95,15 @@ LOWBIT_HD inline float key_mean(double total, int tokens) {
 LOWBIT_HD inline float smooth_key(float k, float mean) { return steps::sub_rn(k, mean); }
 
 // The recipe the kernel is built with for a head dimension (64 or 128) and an exp2 unit
-// (sage2-8b: the polynomial; sage2-8b-ex2: MUFU.EX2, as SageAttention2's own kernel).
+// (sage2-8b: the contract's polynomial and rounded steps; sage2-8b-ex2: SageAttention2's own
+// kernel's arithmetic, MUFU.EX2 with the score's scale fused into its argument).
 LOWBIT_HD constexpr Sage2HopperRecipe sage2_8b_hopper(int head_dim, steps::Exp2Unit exp2 = steps::Exp2Unit::polynomial) {
   Sage2HopperRecipe r;
   r.head_dim = head_dim;
-  if (exp2 == steps::Exp2Unit::sm90_ex2) r.exp2 = steps::exp2_sm90_ex2();
+  if (exp2 == steps::Exp2Unit::sm90_ex2) {
+    r.exp2 = steps::exp2_sm90_ex2();
+    r.exp_argument = steps::ExpArgument::fused;
+  }
   return r;
 }
 // The name of the emulated preset that follows the kernel built with that exp2 unit.

@@ -313,6 +313,8 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     if (why) return why;
   if (auto why = lowbit::validate(output)) return "output format: " + *why;
   if (output.is_integer()) return "output format " + format_name(output) + " is an integer format";
+  if (exponential.fused() && smoothing.q)
+    return "exp2-argument=fused: Q smoothing corrects the scaled score before the exponent; fused needs smooth-q=off";
   if (smoothing.transform == Transform::hadamard && !power_of_two(head_dim))
     return fmt::format("the random Hadamard rotation needs a power-of-two head dimension (d = {})", head_dim);
   try {
@@ -490,6 +492,9 @@ const std::vector<StageInfo>& stage_list() {
        "blocks, mx: MX blocks)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
       {"exp2", "exact|poly5|poly6|sm90-ex2", "the softmax's exp2/log2: correctly rounded, the contract's polynomials, or MUFU.EX2 of sm_90 (bit for bit) with the polynomial log2"},
+      {"exp2-argument", "rounded|fused",
+       "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
+       "(one; SageAttention2's kernel)"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
   };
   return list;
@@ -580,11 +585,16 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
       return error("not two-level[:F] or in-place");
     }
   } else if (key == "exp2") {
-    if (value == "exact") pl.exponential = {true, steps::exp2_polynomial()};
-    else if (value == "poly5") pl.exponential = {false, steps::exp2_polynomial(steps::exp2_degree5())};
-    else if (value == "poly6") pl.exponential = {false, steps::exp2_polynomial(steps::exp2_degree6())};
-    else if (value == "sm90-ex2") pl.exponential = {false, steps::exp2_sm90_ex2()};
+    ExponentialStage& e = pl.exponential;
+    if (value == "exact") e.exact = true, e.exp2 = steps::exp2_polynomial();
+    else if (value == "poly5") e.exact = false, e.exp2 = steps::exp2_polynomial(steps::exp2_degree5());
+    else if (value == "poly6") e.exact = false, e.exp2 = steps::exp2_polynomial(steps::exp2_degree6());
+    else if (value == "sm90-ex2") e.exact = false, e.exp2 = steps::exp2_sm90_ex2();
     else return error("not exact, poly5, poly6 or sm90-ex2");
+  } else if (key == "exp2-argument") {
+    if (value == "rounded") pl.exponential.argument = steps::ExpArgument::rounded_score;
+    else if (value == "fused") pl.exponential.argument = steps::ExpArgument::fused;
+    else return error("not rounded or fused");
   } else if (key == "output") {
     const ParsedFormat f = parse_format(value);
     if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))
@@ -620,6 +630,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
                            ? std::string("in-place")
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
       {"exp2", pl.exponential.name()},
+      {"exp2-argument", pl.exponential.fused() ? "fused" : "rounded"},
       {"output", format_name(pl.output)},
   };
 }

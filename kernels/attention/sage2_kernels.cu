@@ -398,6 +398,10 @@ __device__ inline float probability(float score, float offset) {
   return steps::probability(score, offset, Exp2);
 }
 template <steps::Exp2 Exp2>
+__device__ inline float fused_probability(float acc, float scale, float offset) {
+  return steps::fused_probability(acc, scale, offset, Exp2);
+}
+template <steps::Exp2 Exp2>
 __device__ inline float rescale(float old_offset, float new_offset) {
   return steps::rescale(old_offset, new_offset, Exp2);
 }
@@ -586,7 +590,9 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       for (int k = kMaxChains; k < kPerRow; ++k) chains[k % kMaxChains] = max(chains[k % kMaxChains], values[s_rows.value[h][k]]);
       return max(max(chains[0], chains[1]), max(chains[2], chains[3]));
     };
-    const float scale = steps::score_scale(q_scale, k_scale);
+    // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
+    constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
+    const float scale = kFused ? steps::fused_scale(steps::score_scale(q_scale, k_scale)) : steps::score_scale(q_scale, k_scale);
     const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + unit_row);
     float block_max[2];
     if (!masked)
@@ -594,7 +600,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(lane_max(s_acc, h), scale);
     float x[kSValues];
 #pragma unroll
-    for (int v = 0; v < kSValues; ++v) x[v] = steps::dequantize_score(s_acc[v], scale);
+    for (int v = 0; v < kSValues; ++v) x[v] = kFused ? float(s_acc[v]) : steps::dequantize_score(s_acc[v], scale);
     if (masked) {
 #pragma unroll
       for (int v = 0; v < kSValues; ++v) {
@@ -602,7 +608,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
         if (key >= p.tokens || (Causal && key > query)) x[v] = steps::kNegativeInfinity;
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) block_max[h] = lane_max(x, h);
+      for (int h = 0; h < 2; ++h) block_max[h] = kFused ? steps::dequantize_score(lane_max(x, h), scale) : lane_max(x, h);
     }
 #pragma unroll
     for (int lanes = 1; lanes <= 2; lanes *= 2)
@@ -619,7 +625,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
 #pragma unroll
       for (int k = 0; k < kPerRow; ++k) {
         const int v = s_rows.value[h][k];
-        x[v] = probability<recipe.exp2>(x[v], new_offset);
+        x[v] = kFused ? fused_probability<recipe.exp2>(x[v], scale, new_offset) : probability<recipe.exp2>(x[v], new_offset);
         p_row[k] = x[v];
       }
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));

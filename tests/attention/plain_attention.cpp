@@ -176,15 +176,15 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : blocks - 1 - step;
             const int first = kb * bkv;
             if (first >= keys || (causal && first > last_row)) continue;
-            // Scores.
-            std::vector<float> s(static_cast<std::size_t>(bkv));
+            // Scores: acc[j] the accumulator and scale[j] its pair's scale, s[j] the rounded score.
+            std::vector<float> s(static_cast<std::size_t>(bkv)), acc(s.size()), scale(s.size());
             if (pl.qk.on_values()) {
               std::vector<float> qv(static_cast<std::size_t>(depth)), kv(static_cast<std::size_t>(depth));
               for (int c = 0; c < depth; ++c) qv[std::size_t(c)] = element_value(Q.tensor, row, c);
               for (int j = 0; j < bkv; ++j) {
                 for (int c = 0; c < depth; ++c) kv[std::size_t(c)] = element_value(K.tensor, first + j, c);
-                const float a = dot(qk_wide, qv, kv, 0.0f);
-                s[std::size_t(j)] = st::dequantize_score(a, st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j)));
+                acc[std::size_t(j)] = dot(qk_wide, qv, kv, 0.0f);
+                scale[std::size_t(j)] = st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j));
               }
             } else {
               const MatrixCode a = Q.tensor.codes.middleRows(row, 1);
@@ -197,11 +197,15 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               }
               const MatrixCode dres = mma::gemm(*qk, {a, bt, zero, qk->atom.block_scaled() ? &sa : nullptr, qk->atom.block_scaled() ? &sb : nullptr});
               for (int j = 0; j < bkv; ++j) {
-                const float scale = st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j));
-                s[std::size_t(j)] = qk->atom.d == formats::s32
-                                        ? st::dequantize_score(std::int32_t(dres(0, j)), scale)
-                                        : st::dequantize_score(accumulator_float(qk->atom.d, dres(0, j)), scale);
+                scale[std::size_t(j)] = st::score_scale(q_scale, scale_of_row(K.tensor, pl.k, first + j));
+                acc[std::size_t(j)] = qk->atom.d == formats::s32 ? float(std::int32_t(dres(0, j)))
+                                                                 : accumulator_float(qk->atom.d, dres(0, j));
               }
+            }
+            const bool fused = pl.exponential.argument == st::ExpArgument::fused;
+            for (int j = 0; j < bkv; ++j) {
+              if (fused) scale[std::size_t(j)] = st::fused_scale(scale[std::size_t(j)]);
+              s[std::size_t(j)] = st::dequantize_score(acc[std::size_t(j)], scale[std::size_t(j)]);
             }
             for (int j = 0; j < bkv; ++j) {
               const int key = first + j;
@@ -211,15 +215,17 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                   for (int c = 0; c < d; ++c) delta = st::fma_rn(qbar(qb, c), kx(key, c), delta);
                 s[std::size_t(j)] = st::add_score_correction(s[std::size_t(j)], delta, sm);
               }
-              if (key >= keys || (causal && key > row)) s[std::size_t(j)] = st::kNegativeInfinity;
+              if (key >= keys || (causal && key > row)) s[std::size_t(j)] = acc[std::size_t(j)] = st::kNegativeInfinity;
             }
-            // Online softmax.
+            // Online softmax (the maximum of the rounded scores either way).
             float m_new = m;
             for (float x : s) m_new = std::max(m_new, x);
             const float offset_new = st::row_offset(m_new, pl.p.log2_scale);
             const float alpha = pl.exponential.rescale(offset, offset_new);
             std::vector<float> p(static_cast<std::size_t>(bkv));
-            for (int j = 0; j < bkv; ++j) p[std::size_t(j)] = pl.exponential.probability(s[std::size_t(j)], offset_new);
+            for (int j = 0; j < bkv; ++j)
+              p[std::size_t(j)] = fused ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
+                                        : pl.exponential.probability(s[std::size_t(j)], offset_new);
             for (int lane = 0; lane < 4; ++lane) lanes[lane] = st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
             offset = offset_new;

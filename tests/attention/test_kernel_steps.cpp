@@ -91,6 +91,31 @@ TEST_CASE("exp2 steps: exp2(0) = 1, P's maximum at 448, masked keys, the first b
   CHECK(st::row_offset(st::kNegativeInfinity, st::kLog2Of448) == -st::kLog2Of448);
 }
 
+TEST_CASE("fused steps 1 and 5: one rounding of acc scale - offset, a scale of 0 kept from NaN", "[attention][exp2]") {
+  // acc = 1000028, scale = 0x1.23456p-17, offset = 8 (worked in exact rationals): acc scale has 41
+  // bits. Rounded: s = RN(acc scale) = 0x1.15c912p+3, s - 8 = 0x1.5c912p-1 (exact). Fused:
+  // RN(acc scale - 8) = 0x1.5c913p-1, without s's rounding (2^-21), so exp2 differs.
+  const float acc = 1000028.0f, scale = 0x1.23456p-17f, offset = 8.0f;
+  CHECK(st::dequantize_score(std::int32_t(1000028), scale) == 0x1.15c912p+3f);
+  for (const st::Exp2& unit : {st::exp2_polynomial(), st::exp2_sm90_ex2()}) {
+    const float rounded = st::probability(st::dequantize_score(std::int32_t(1000028), scale), offset, unit);
+    const float fused = st::fused_probability(acc, scale, offset, unit);
+    CHECK(rounded == st::exp2_up_to_highest(0x1.5c912p-1f, unit));
+    CHECK(fused == st::exp2_anywhere(0x1.5c913p-1f, unit));
+    CHECK(rounded != fused);
+    // A masked key (acc = -inf) gives +0 even where the pair's scale rounded to 0.
+    const float masked = st::fused_probability(st::kNegativeInfinity, st::fused_scale(0.0f), -st::kLog2Of448, unit);
+    CHECK(std::bit_cast<std::uint32_t>(masked) == 0u);
+    CHECK(std::isnan(st::fused_probability(st::kNegativeInfinity, 0.0f, -st::kLog2Of448, unit)));  // why the floor
+    // The fused argument can pass kExp2Highest (huge maxima): exp2 over every float, +inf there.
+    CHECK(std::isinf(st::fused_probability(acc, 1.0f, -200.0f, unit)));
+  }
+  CHECK(st::fused_scale(0.0f) == 0x1p-149f);
+  CHECK(st::fused_scale(0x1p-149f) == 0x1p-149f);
+  CHECK(st::fused_scale(0x1.8p-140f) == 0x1.8p-140f);
+  CHECK(st::fused_scale(0.5f) == 0.5f);
+}
+
 TEST_CASE("correctly rounded exp2 and log2 against long double on sampled inputs", "[attention][exp2]") {
   std::size_t checked = 0, wrong = 0;
   for (std::uint32_t b = kMinusZero; b <= kMinus125; b += 9973) {

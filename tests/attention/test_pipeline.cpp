@@ -86,12 +86,15 @@ struct Shape {
   int batch, heads, kv_heads, tokens, keys, dim;
 };
 
-void differential(const Pipeline& pipeline, const Shape& s, bool causal, std::uint64_t seed) {
+// Q and K times qk_magnitude (a power of two: exact).
+void differential(const Pipeline& pipeline, const Shape& s, bool causal, std::uint64_t seed, float qk_magnitude = 1.0f) {
   INFO("preset " << pipeline.name << ", shape [" << s.batch << ", " << s.heads << "/" << s.kv_heads << ", " << s.tokens
-                 << " x " << s.keys << ", " << s.dim << "], causal " << causal);
-  const Tensor4 q = random_tensor(s.batch, s.heads, s.tokens, s.dim, seed, 0.5);
-  const Tensor4 k = random_tensor(s.batch, s.kv_heads, s.keys, s.dim, seed + 1, 3.0);
+                 << " x " << s.keys << ", " << s.dim << "], causal " << causal << ", Q and K times " << qk_magnitude);
+  Tensor4 q = random_tensor(s.batch, s.heads, s.tokens, s.dim, seed, 0.5);
+  Tensor4 k = random_tensor(s.batch, s.kv_heads, s.keys, s.dim, seed + 1, 3.0);
   const Tensor4 v = random_tensor(s.batch, s.kv_heads, s.keys, s.dim, seed + 2, 2.0);
+  for (float& x : q.values) x *= qk_magnitude;
+  for (float& x : k.values) x *= qk_magnitude;
   const ForwardResult r = forward(pipeline, q, k, v, {.causal = causal, .threads = 2});
   const test::PlainResult p = test::plain_forward(pipeline, q, k, v, causal);
   require_identical(compare(r, p));
@@ -148,6 +151,10 @@ TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granulariti
       {"sage3", {"p=e2m1:microscale"}},
       {"fa3-fp8", {"v=e4m3:per-channel", "accumulation=two-level:2", "p=e4m3:448"}},
       {"smoothattn", {"transform=smoothattn:0.3", "smooth-k=on"}},
+      // The fused exponent argument on the other units and accumulators (sage2-8b-ex2 has it with MUFU.EX2).
+      {"sage2-8b", {"exp2-argument=fused"}},
+      {"sage2-8b", {"exp2-argument=fused", "exp2=exact", "kv-order=descending"}},
+      {"fa2-fp16", {"exp2-argument=fused", "exp2=sm90-ex2"}},
   };
   for (const auto& [name, sets] : variants) {
     Pipeline p = preset(name, 64);
@@ -159,12 +166,34 @@ TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granulariti
   }
 }
 
+TEST_CASE("fused exponent argument: a pair's scale that rounds to 0 leaves masked keys at 0, as the rounded steps",
+          "[attention][differential][sage2-8b]") {
+  // Q and K near 2^-124: q_scale k_scale is about 2^-258, 0 in fp32. The rounded steps score every
+  // key 0, so P is 448 on every visible key; the fused ones must agree (fused_scale keeps a masked
+  // key's -inf from turning into NaN), and tiled and plain must agree with each other.
+  const float tiny = 0x1p-124f;
+  const Pipeline fused = preset("sage2-8b-ex2", 64);
+  Pipeline rounded = preset("sage2-8b", 64);
+  REQUIRE_FALSE(set_stage(rounded, "exp2=sm90-ex2"));
+  for (bool causal : {false, true}) {
+    differential(fused, {1, 2, 1, 150, 150, 64}, causal, 51, tiny);
+    Tensor4 q = random_tensor(1, 2, 150, 64, 52, 0.5), k = random_tensor(1, 1, 150, 64, 53, 3.0);
+    const Tensor4 v = random_tensor(1, 1, 150, 64, 54, 2.0);
+    for (float& x : q.values) x *= tiny;
+    for (float& x : k.values) x *= tiny;
+    const ForwardResult a = forward(fused, q, k, v, {.causal = causal}), b = forward(rounded, q, k, v, {.causal = causal});
+    CHECK(differ(a.output, b.output) == 0);
+    CHECK(differ(a.lse, b.lse) == 0);
+  }
+}
+
 TEST_CASE("products of values, integer P, MX P: the tiled forward equals the plain one bit for bit",
           "[attention][differential]") {
   const std::vector<std::pair<const char*, std::vector<const char*>>> variants{
       // Error attribution: one operand quantized, the other exact, the instruction's groups kept.
       {"sage2-8b", {"k=fp32:none", "qk=fp32-fma:wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"}},
       {"sage2-8b", {"q=fp32:none", "qk=wide:wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"}},
+      {"sage2-8b-ex2", {"k=fp32:none", "qk=fp32-fma:wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8"}},
       // The FP22 accumulator alone (P, V exact), flushed per block and per MMA, and in place.
       {"sage2-8b", {"p=fp32:1", "v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
       {"sage2-8b", {"p=fp32:1", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3", "accumulation=two-level:1"}},
@@ -273,6 +302,12 @@ TEST_CASE("The kernels' exp2 names select the same unit in the recipe, the prese
       CHECK(set.exponential.exact == named.exponential.exact);
       CHECK(set.exponential.exp2.unit == named.exponential.exp2.unit);
       CHECK(set.exponential.exp2.poly.degree == named.exponential.exp2.poly.degree);
+      // The exponent's argument is the recipe's too: fused with MUFU.EX2 (SageAttention2's kernel),
+      // the rounded score with the polynomial; with it set, the stages read the same.
+      CHECK(named.exponential.argument == sage2_8b_hopper(d, unit).exp_argument);
+      CHECK(named.exponential.fused() == (unit == steps::Exp2Unit::sm90_ex2));
+      REQUIRE_FALSE(set_stage(set, named.exponential.fused() ? "exp2-argument=fused" : "exp2-argument=rounded"));
+      CHECK(stage_values(set) == stage_values(named));
     }
   }
   CHECK(kernel_exp2_names() == std::vector<std::string>{"poly5", "sm90-ex2"});
@@ -361,6 +396,7 @@ TEST_CASE("stages: unknown names and values, impossible combinations", "[attenti
   CHECK_THAT(*set_stage(p, "accumulation=sideways"), Catch::Contains("not two-level[:F] or in-place"));
   CHECK_THAT(*set_stage(p, "smooth-k=maybe"), Catch::Contains("not on or off"));
   CHECK_THAT(*set_stage(p, "output=int8"), Catch::Contains("not fp32, fp16 or bf16"));
+  CHECK_THAT(*set_stage(p, "exp2-argument=fma"), Catch::Contains("not rounded or fused"));
   const auto invalid = [](std::vector<const char*> sets, const char* why) {
     Pipeline x = preset("sage2-8b", 128);
     for (const char* s : sets) REQUIRE_FALSE(set_stage(x, s));
@@ -377,6 +413,7 @@ TEST_CASE("stages: unknown names and values, impossible combinations", "[attenti
   invalid({"p=e2m1:two-level"}, "multiplies e4m3 x e4m3, but P is e2m1");
   invalid({"p=fp16:1"}, "but P is fp16");
   invalid({"accumulation=in-place", "p=e4m3:per-block"}, "in-place accumulation needs P's static scale");
+  invalid({"exp2-argument=fused", "smooth-q=on"}, "fused needs smooth-q=off");
   CHECK_THAT(*preset("hadamard", 80).validate(80, 80), Catch::Contains("power-of-two head dimension (d = 80)"));
   CHECK_THROWS_WITH(preset("sage9", 64), Catch::Contains("unknown preset 'sage9' (presets: fp32, fa2-fp16"));
 }
