@@ -379,22 +379,23 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
     // 1. S = Q K^T, dequantized into log2 units (fused: the accumulators and their scales).
+    const auto pair_scale_of = [&](int r, int c) {
+      return steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]);
+    };
     if (cx.qk_integer) {
       integer_products(pq.operand.ints.data() + std::size_t(first_row) * std::size_t(sh.depth), rows,
                        kv.k_operand.ints.data() + std::size_t(first_key) * std::size_t(sh.depth), bkv, sh.depth,
                        s_int.data());
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c)
-          put_score(r, c, float(s_int[std::size_t(r * bkv + c)]),  // |acc| < 2^24: exact
-                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, float(s_int[std::size_t(r * bkv + c)]), pair_scale_of(r, c));  // |acc| < 2^24: exact
     } else if (cx.qk_values) {
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c) {
           const float* x = pq.operand.floats.data() + std::size_t(first_row + r) * std::size_t(sh.depth);
           const float* y = kv.k_operand.floats.data() + std::size_t(first_key + c) * std::size_t(sh.depth);
           const float acc = value_dot(cx.qk_wide, x, y, 1, sh.depth, 0.0f);
-          put_score(r, c, acc,
-                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, acc, pair_scale_of(r, c));
         }
     } else {
       const MatrixCode b = kv.k_codes_t.middleCols(first_key, bkv);
@@ -404,8 +405,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
                                               b_scales.size() ? &b_scales : nullptr});
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < bkv; ++c)
-          put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)),
-                    steps::score_scale(pq.row_scale[std::size_t(first_row + r)], kv.k_scale[std::size_t(first_key + c)]));
+          put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)), pair_scale_of(r, c));
     }
     if (pl.smoothing.q) {
       const int qblock = first_row / bq;  // Q's smoothing blocks are its thread blocks
@@ -429,7 +429,8 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     for (int r = 0; r < rows; ++r) {
       RowState& st = state[std::size_t(r)];
       float m = st.m;
-      for (int c = 0; c < bkv; ++c) m = std::max(m, fused ? steps::dequantize_score(s(r, c), pair_scale(r, c)) : s(r, c));
+      for (int c = 0; c < bkv; ++c)
+        m = std::max(m, fused ? steps::dequantize_score(s(r, c), pair_scale(r, c)) : s(r, c));
       const float offset = steps::row_offset(m, pl.p.log2_scale);
       alpha[std::size_t(r)] = pl.exponential.rescale(st.offset, offset);
       for (int c = 0; c < bkv; ++c)

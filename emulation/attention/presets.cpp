@@ -215,7 +215,8 @@ const std::vector<PresetInfo>& preset_list() {
       {"fa2-bf16", "FlashAttention-2, bf16, mma.sync (Hopper)"},
       {"sage1", "SageAttention: INT8 per-block QK, smooth K, fp16 P V with fp16 accumulator (Ada)"},
       {"sage2-8b", "SageAttention2-8b on Hopper: the kernel's recipe (sage2_hopper.hpp)"},
-      {"sage2-8b-ex2", "sage2-8b with SageAttention2's kernel's exponential: MUFU.EX2 (emulated bit for bit) of one fma of the score's accumulator, scale and offset"},
+      {"sage2-8b-ex2", "sage2-8b with SageAttention2's kernel's exponential: MUFU.EX2 (emulated bit for bit) of one "
+                       "fma of the score's accumulator, scale and offset"},
       {"sage2-4b", "SageAttention2-4b on Ada: per-thread INT4 QK, smooth Q+K, FP8 P V (FP22)"},
       {"sage2pp", "SageAttention2++: FP8 P V with fp16 accumulators, narrowed P and V"},
       {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},

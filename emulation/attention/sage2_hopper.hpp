@@ -12,7 +12,8 @@
 //   V: per-channel FP8 E4M3 over all tokens (scale = amax / 448, code = RNE satfinite of v / scale).
 // Per (batch, Q head, block of block_q queries), KV blocks of block_kv keys in kv_order, blocks
 // whose keys are all masked skipped: S = wgmma s8 (s32, exact), then kernel_steps.hpp steps 1-9
-// (sage2-8b-ex2: steps 1 and 5 fused, as SageAttention2's kernel computes them) with P·V through wgmma.m64nNk32.f32.e4m3.e4m3 (N = head_dim) chained over the block from +0.
+// (sage2-8b-ex2: steps 1 and 5 fused, as SageAttention2's kernel computes them) with P·V through
+// wgmma.m64nNk32.f32.e4m3.e4m3 (N = head_dim) chained over the block from +0.
 // The LSE puts back the row bias K smoothing removed (steps::smoothing_bias of the row and kbar).
 // GQA: Q head h reads KV head h / (heads_q / heads_kv). Causal: key j is visible to query i when
 // j <= i (top-left, as PyTorch's is_causal). Tokens past N: zero codes, masked keys.

@@ -592,7 +592,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     };
     // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
     constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
-    const float scale = kFused ? steps::fused_scale(steps::score_scale(q_scale, k_scale)) : steps::score_scale(q_scale, k_scale);
+    const float pair_scale = steps::score_scale(q_scale, k_scale);
+    const float scale = kFused ? steps::fused_scale(pair_scale) : pair_scale;
     const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + unit_row);
     float block_max[2];
     if (!masked)
@@ -608,7 +609,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
         if (key >= p.tokens || (Causal && key > query)) x[v] = steps::kNegativeInfinity;
       }
 #pragma unroll
-      for (int h = 0; h < 2; ++h) block_max[h] = kFused ? steps::dequantize_score(lane_max(x, h), scale) : lane_max(x, h);
+      for (int h = 0; h < 2; ++h)
+        block_max[h] = kFused ? steps::dequantize_score(lane_max(x, h), scale) : lane_max(x, h);
     }
 #pragma unroll
     for (int lanes = 1; lanes <= 2; lanes *= 2)
@@ -625,7 +627,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
 #pragma unroll
       for (int k = 0; k < kPerRow; ++k) {
         const int v = s_rows.value[h][k];
-        x[v] = kFused ? fused_probability<recipe.exp2>(x[v], scale, new_offset) : probability<recipe.exp2>(x[v], new_offset);
+        x[v] = kFused ? fused_probability<recipe.exp2>(x[v], scale, new_offset)
+                      : probability<recipe.exp2>(x[v], new_offset);
         p_row[k] = x[v];
       }
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));

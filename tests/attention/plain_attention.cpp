@@ -224,8 +224,9 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             const float alpha = pl.exponential.rescale(offset, offset_new);
             std::vector<float> p(static_cast<std::size_t>(bkv));
             for (int j = 0; j < bkv; ++j)
-              p[std::size_t(j)] = fused ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
-                                        : pl.exponential.probability(s[std::size_t(j)], offset_new);
+              p[std::size_t(j)] = fused
+                                      ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
+                                      : pl.exponential.probability(s[std::size_t(j)], offset_new);
             for (int lane = 0; lane < 4; ++lane) lanes[lane] = st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
             offset = offset_new;
