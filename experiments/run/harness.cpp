@@ -97,9 +97,9 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
   d.spec = {{"dir", repository_relative(dir)}, {"layers", layers}, {"q_heads", heads}, {"tokens", d.q.tokens},
             {"causal", true}};
   d.description = fmt::format(
-      "SmolLM2-135M-Instruct's Q (after RoPE), K, V captured on our own prose (experiments/data/smollm2-135m): layers "
-      "{}, Q heads {} of each with their KV heads, {} tokens, d = 64, causal",
-      join(layers), join(heads), d.q.tokens);
+      "SmolLM2-135M-Instruct's Q (after RoPE), K, V captured on our own prose ({}): layers {}, Q heads {} of each with "
+      "their KV heads, {} tokens, d = 64, causal",
+      repository_relative(dir), join(layers), join(heads), d.q.tokens);
   return d;
 }
 

@@ -12,12 +12,15 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -196,6 +199,27 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
       }
     }
   }
+}
+
+TEST_CASE("--data-dir: a copy of the SmolLM2 capture is read from where it is, and named so", "[experiments][cli]") {
+  // Outside the repository (a path inside it would be recorded relative to its root): as given.
+  const fs::path copy = fs::temp_directory_path() / ("lowbit-smollm2-copy-" + std::to_string(::getpid()));
+  fs::remove_all(copy);
+  fs::copy(fs::path(LOWBIT_SOURCE_DIR) / "experiments/data/smollm2-135m", copy);
+  const fs::path out = fresh("data-dir");
+  const Run r = run_cli("run granularity --datasets smollm2 --heads 2 --tokens 128 --threads 2 --no-plots --data-dir " +
+                        copy.string() + " --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::ifstream in(out / "provenance.json");
+  const nlohmann::json p = nlohmann::json::parse(in);
+  CHECK(p.at("config").at("datasets").at("smollm2").at("dir") == copy.string());
+  for (const auto& file : p.at("inputs")) CHECK(file.get<std::string>().rfind(copy.string() + "/layer", 0) == 0);
+  std::ifstream table_file(out / "table.md");
+  const std::string table((std::istreambuf_iterator<char>(table_file)), std::istreambuf_iterator<char>());
+  CHECK(table.find("captured on our own prose (" + copy.string() + ")") != std::string::npos);
+  CHECK(table.find("experiments/data/smollm2-135m") == std::string::npos);
+  fs::remove_all(copy);
 }
 
 TEST_CASE("the user's tensors run through every experiment and name the dataset", "[experiments][cli]") {
