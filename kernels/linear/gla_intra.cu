@@ -236,19 +236,31 @@ __global__ void __launch_bounds__(128)
         if constexpr (Int8Scores) {
           std::int32_t acc[4] = {0, 0, 0, 0};
           for (int kk = 0; kk < DK; kk += 32) {
-            std::uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
+            // A register's 4 values (bits 0 and 1 of the value index) share a row of Q, or a key:
+            // one group, one call.
+            static_assert(layout::mma_m16n8k32_a8.value_basis[0].row == 0 && layout::mma_m16n8k32_a8.value_basis[1].row == 0,
+                          "a register of A holds one row");
+            static_assert(layout::mma_m16n8k32_b8.value_basis[0].col == 0 && layout::mma_m16n8k32_b8.value_basis[1].col == 0,
+                          "a register of B holds one key");
+            std::uint32_t a[4], b[2];
 #pragma unroll
-            for (int e = 0; e < 16; ++e) {
-              const layout::Offset o = at<layout::mma_m16n8k32_a8>(lane, e);
-              const float value[1] = {qt[o.row * DK + kk + o.col]};
-              a[e / 4] |= int8_codes<kSmallScales>(value, row_scale[o.row], row_inverse[o.row]) << (8 * (e % 4));
+            for (int r = 0; r < 4; ++r) {
+              float value[4];
+#pragma unroll
+              for (int j = 0; j < 4; ++j) {
+                const layout::Offset o = at<layout::mma_m16n8k32_a8>(lane, 4 * r + j);
+                value[j] = qt[o.row * DK + kk + o.col];
+              }
+              const int row = at<layout::mma_m16n8k32_a8>(lane, 4 * r).row;
+              a[r] = int8_codes<kSmallScales>(value, row_scale[row], row_inverse[row]);
             }
 #pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              const layout::Offset o = at<layout::mma_m16n8k32_b8>(lane, e);
-              const int key = key0 + o.col;
-              const float value[1] = {kt[key * DK + kk + o.row]};
-              b[e / 4] |= int8_codes<kSmallScales>(value, row_scale[c + key], row_inverse[c + key]) << (8 * (e % 4));
+            for (int r = 0; r < 2; ++r) {
+              float value[4];
+              const int key = key0 + at<layout::mma_m16n8k32_b8>(lane, 4 * r).col;
+#pragma unroll
+              for (int j = 0; j < 4; ++j) value[j] = kt[key * DK + kk + at<layout::mma_m16n8k32_b8>(lane, 4 * r + j).row];
+              b[r] = int8_codes<kSmallScales>(value, row_scale[c + key], row_inverse[c + key]);
             }
             mma_s8(acc, a, b);
           }
