@@ -38,7 +38,7 @@ __device__ inline std::uint32_t pack_int8(int low, int high, std::uint32_t above
 // needs no branch: its inverse is 0, so every quotient is 0.
 template <bool SmallScales, int N>
 __device__ inline std::uint32_t int8_codes(const float (&x)[N], float scale, float inverse) {
-  static_assert(N == 1 || N == 2 || N == 4, "one value, or a lane's 2 or 4 channels");
+  static_assert(N == 2 || N == 4, "a lane's 2 or 4 channels of a row, or a fragment register's 4 values");
   namespace steps = lowbit::attention::steps;
   int q[N];
   if (!SmallScales || steps::invertible_scale(scale) || scale == 0.0f) {
@@ -49,8 +49,7 @@ __device__ inline std::uint32_t int8_codes(const float (&x)[N], float scale, flo
     for (int e = 0; e < N; ++e) q[e] = __float2int_rn(__fdiv_rn(x[e], scale));
   }
   if constexpr (N == 4) return pack_int8(q[0], q[1], pack_int8(q[2], q[3], 0));
-  else if constexpr (N == 2) return pack_int8(q[0], q[1], 0);
-  else return pack_int8(q[0], 0, 0);
+  else return pack_int8(q[0], q[1], 0);
 }
 
 // The E4M3 codes of N values of one group, value j in byte j: N = 4, a word of two pairs
