@@ -244,7 +244,7 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
   cmd->add_option("--threads", args->threads, "threads (0: every core)")->capture_default_str();
   cmd->add_option("--device", args->device,
                   "cpu: the emulated pipeline; gpu: the sage2-8b kernel on a Hopper GPU (preset sage2-8b, or sage2-8b-ex2 for "
-                  "MUFU.EX2; no --set; "
+                  "SageAttention2's exponential, MUFU.EX2 of one fma; no --set; "
                   "float16/bfloat16 inputs, d 64 or 128; exits 77 where there is no GPU)")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();
