@@ -201,7 +201,7 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
   }
 }
 
-TEST_CASE("--data-dir: a copy of the SmolLM2 capture is read from where it is, and named so", "[experiments][cli]") {
+TEST_CASE("a copy of the SmolLM2 capture given by --data-dir is read from where it is, and named so", "[experiments][cli]") {
   // Outside the repository (a path inside it would be recorded relative to its root): as given.
   const fs::path copy = fs::temp_directory_path() / ("lowbit-smollm2-copy-" + std::to_string(::getpid()));
   fs::remove_all(copy);
