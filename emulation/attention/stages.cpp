@@ -32,6 +32,8 @@ constexpr Named<PScale> kPScales[]{{PScale::static_exponent, "static"},
 constexpr Named<Transform> kTransforms[]{
     {Transform::none, "none"}, {Transform::smooth_attn, "smoothattn"}, {Transform::hadamard, "hadamard"}};
 constexpr Named<Role> kRoles[]{{Role::q, "Q"}, {Role::k, "K"}, {Role::v, "V"}};
+constexpr Named<steps::ExpArgument> kExpArguments[]{{steps::ExpArgument::rounded_score, "rounded"},
+                                                    {steps::ExpArgument::fused, "fused"}};
 
 template <class Enum, std::size_t n>
 std::string_view name_of(const Named<Enum> (&table)[n], Enum value) {
@@ -592,9 +594,9 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     else if (value == "sm90-ex2") e.exact = false, e.exp2 = steps::exp2_sm90_ex2();
     else return error("not exact, poly5, poly6 or sm90-ex2");
   } else if (key == "exp2-argument") {
-    if (value == "rounded") pl.exponential.argument = steps::ExpArgument::rounded_score;
-    else if (value == "fused") pl.exponential.argument = steps::ExpArgument::fused;
-    else return error("not rounded or fused");
+    const auto argument = parse_enum(kExpArguments, value);
+    if (!argument) return error("not rounded or fused");
+    pl.exponential.argument = *argument;
   } else if (key == "output") {
     const ParsedFormat f = parse_format(value);
     if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))
@@ -630,7 +632,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
                            ? std::string("in-place")
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
       {"exp2", pl.exponential.name()},
-      {"exp2-argument", pl.exponential.fused() ? "fused" : "rounded"},
+      {"exp2-argument", std::string(name_of(kExpArguments, pl.exponential.argument))},
       {"output", format_name(pl.output)},
   };
 }
