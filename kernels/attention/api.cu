@@ -232,6 +232,9 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   p.out = out;
   p.lse = lse;
   p.out_strides = strides(problem, problem.heads_q);
+  const auto piece_aligned = [](long long elements) { return elements * 2 % 16 == 0; };
+  p.out_in_pieces = reinterpret_cast<std::uintptr_t>(out) % 16 == 0 && piece_aligned(p.out_strides.batch) &&
+                    piece_aligned(p.out_strides.head) && piece_aligned(p.out_strides.token);
   p.batch = problem.batch;
   p.heads_q = problem.heads_q;
   p.heads_kv = problem.heads_kv;

@@ -454,6 +454,19 @@ __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* g
   }
 }
 
+// A warpgroup's accumulator F: the first value of thread t (warp j, lane l) is in row 16 j + l / 4,
+// and every other value in that row or 8 below it.
+template <layout::Fragment F>
+constexpr bool warp_holds_16_rows() {
+  for (int t = 0; t < F.threads(); ++t) {
+    const int first = t / 32 * 16 + t % 32 / 4;
+    if (F(t, 0).row != first) return false;
+    for (int v = 0; v < F.value_count; ++v)
+      if (F(t, v).row != first && F(t, v).row != first + 8) return false;
+  }
+  return true;
+}
+
 template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
 __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionShape<HeadDim>::kBlocksPerSm)
     sage2_attention_kernel(const AttentionParams p) {
@@ -683,14 +696,57 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   float v_scale[kOValues];
 #pragma unroll
   for (int v = 0; v < kOValues; ++v) v_scale[v] = v_scales[o_base.col + o_values[v].col];
-  Out* out = static_cast<Out*>(p.out) + b * p.out_strides.batch + hq * p.out_strides.head;
-#pragma unroll
-  for (int v = 0; v < kOValues; v += 2) {
-    static_assert(kO.value_basis[0].col == 1 && kO.value_basis[0].row == 0, "values 2k, 2k + 1 are adjacent columns");
-    const int h = o_values[v].row / 8, query = q0 + row0 + o_values[v].row, c = o_base.col + o_values[v].col;
-    if (query >= p.tokens) continue;
-    store_pair(out + query * p.out_strides.token + c, steps::normalize_output(o[v], inverse_l[h], v_scale[v]),
+  static_assert(kO.value_basis[0].col == 1 && kO.value_basis[0].row == 0, "values 2k, 2k + 1 are adjacent columns");
+  const auto store_output_pair = [&](Out* at, int v) {
+    const int h = o_values[v].row / 8;
+    store_pair(at, steps::normalize_output(o[v], inverse_l[h], v_scale[v]),
                steps::normalize_output(o[v + 1], inverse_l[h], v_scale[v + 1]));
+  };
+  Out* out = static_cast<Out*>(p.out) + b * p.out_strides.batch + hq * p.out_strides.head;
+  if (p.out_in_pieces) {
+    // Through the unit's Q tile, free once every warp of the unit passed the loop's last barrier
+    // (its last Q K'^T completed): per pass h, each warp stages its rows 8 h .. 8 h + 7 of 16 in the
+    // K-major layout of 8 rows (the pairs' 4-byte writes conflict-free) and stores them as 16-byte
+    // pieces, whole 32-byte sectors, where a pair's store wrote 16 bytes of each of 8 rows.
+    constexpr KMajorLayout stage_layout{HeadDim * int(sizeof(Out))};
+    constexpr int kStageBytes = KMajorLayout::kCoreRows * stage_layout.k_bytes;  // a warp's 8 rows
+    constexpr int kPieces = kStageBytes / KMajorLayout::kCoreRowBytes, kRounds = kPieces / 32;
+    static_assert(4 * kStageBytes == Shape::kQBytes && kPieces % 32 == 0, "the 4 warps' stages fill the Q tile");
+    static_assert(warp_holds_16_rows<kO>(), "warp j holds rows 16 j + lane / 4 and the rows 8 below them");
+    std::uint8_t* stage = q_tile + thread / 32 * kStageBytes;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h > 0) __syncwarp();  // the first pass's pieces read
+#pragma unroll
+      for (int v = 0; v < kOValues; v += 2)
+        if (o_values[v].row / 8 == h) {
+          const int byte = (o_base.col + o_values[v].col) * int(sizeof(Out));
+          store_output_pair(reinterpret_cast<Out*>(stage + stage_layout.offset(o_base.row % 8, byte)), v);
+        }
+      __syncwarp();
+      uint4 pieces[kRounds];
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int piece = lane + 32 * r;
+        pieces[r] = *reinterpret_cast<const uint4*>(
+            stage + stage_layout.offset(stage_layout.piece_row(piece), stage_layout.piece_k_byte(piece)));
+      }
+#pragma unroll
+      for (int r = 0; r < kRounds; ++r) {
+        const int piece = lane + 32 * r;
+        const int query = q0 + unit_row + o_base.row / 8 * 8 + 8 * h + stage_layout.piece_row(piece);
+        if (query < p.tokens)
+          sm90::store_16(reinterpret_cast<std::uint8_t*>(out + query * p.out_strides.token) +
+                             stage_layout.piece_k_byte(piece),
+                         pieces[r]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < kOValues; v += 2) {
+      const int query = q0 + unit_row + o_base.row + o_values[v].row;
+      if (query < p.tokens) store_output_pair(out + query * p.out_strides.token + o_base.col + o_values[v].col, v);
+    }
   }
   if (base.col == 0)
 #pragma unroll

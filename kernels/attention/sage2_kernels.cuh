@@ -36,6 +36,9 @@ struct AttentionParams {
   void* out = nullptr;
   float* lse = nullptr;
   TensorStrides out_strides;
+  // out and its strides are 16-byte multiples: the rows leave through shared memory in 16-byte pieces
+  // (else as the accumulator's pairs, 4 bytes a store).
+  bool out_in_pieces = false;
   int batch = 0, heads_q = 0, heads_kv = 0, tokens = 0, padded_q = 0, padded_kv = 0, q_groups = 0, k_groups = 0;
 };
 

@@ -1,5 +1,6 @@
-// Asynchronous copies from global to shared memory (cp.async, 16 bytes, bypassing L1), and the
-// fence that makes data written by ordinary or cp.async stores visible to wgmma (the async proxy).
+// Asynchronous copies from global to shared memory (cp.async, 16 bytes, bypassing L1), a 16-byte
+// store to global memory, and the fence that makes data written by ordinary or cp.async stores
+// visible to wgmma (the async proxy).
 #pragma once
 
 #include <cstdint>
@@ -26,6 +27,14 @@ __device__ inline void bulk_copy_async(void* smem, const void* global, int bytes
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
                    shared_address(smem)),
                "l"(global), "r"(bytes), "r"(shared_address(barrier))
+               : "memory");
+}
+
+// 16 bytes to global memory in one store (`global` 16-byte aligned), whatever the compiler knows
+// of the address's alignment.
+__device__ inline void store_16(void* global, uint4 value) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(global), "r"(value.x), "r"(value.y), "r"(value.z),
+               "r"(value.w)
                : "memory");
 }
 

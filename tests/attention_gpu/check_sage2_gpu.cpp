@@ -267,8 +267,9 @@ void write_tensor(const std::filesystem::path& path, const Sage2Problem& p, cons
 }
 
 // One bench_attention configuration, checked on head (0, 0) in four Q blocks. misaligned: Q, K and V
-// start one element past a 16-byte boundary (the API asks for 2 bytes), so the kernels take their
-// paths for inputs their wide loads cannot read.
+// start one element past a 16-byte boundary (the API asks for 2 bytes) and the output 4 bytes past
+// one (the API asks for 4), so the kernels take their paths for tensors their wide loads and
+// stores cannot reach.
 nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::attention::steps::Exp2Unit exp2,
                                           std::uint64_t& total_mismatches, bool misaligned = false) {
   using lowbit::kernels::check_cuda;
@@ -280,14 +281,16 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
   p.head_dim = d;
   p.causal = causal;
   const std::size_t count = p.elements(p.heads_q), head = std::size_t(n) * std::size_t(d);
-  void *q_alloc = nullptr, *k_alloc = nullptr, *v_alloc = nullptr, *out = nullptr;
+  void *q_alloc = nullptr, *k_alloc = nullptr, *v_alloc = nullptr, *out_alloc = nullptr;
   float* lse = nullptr;
-  for (void** b : {&q_alloc, &k_alloc, &v_alloc, &out}) check_cuda(cudaMalloc(b, count * 2 + 2), "cudaMalloc (bench check)");
+  for (void** b : {&q_alloc, &k_alloc, &v_alloc, &out_alloc}) check_cuda(cudaMalloc(b, count * 2 + 4), "cudaMalloc (bench check)");
   check_cuda(cudaMalloc(&lse, std::size_t(p.batch) * p.heads_q * std::size_t(n) * 4), "cudaMalloc (bench check)");
   const std::size_t shift = misaligned ? 2 : 0;  // bytes past cudaMalloc's 256-byte alignment
   void* q = static_cast<char*>(q_alloc) + shift;
   void* k = static_cast<char*>(k_alloc) + shift;
   void* v = static_cast<char*>(v_alloc) + shift;
+  const std::size_t out_shift = misaligned ? 4 : 0;
+  void* out = static_cast<char*>(out_alloc) + out_shift;
   std::vector<std::uint16_t> hq(head), hk(head), hv(head), hout(head);
   std::vector<float> hlse(static_cast<std::size_t>(n));
   {
@@ -300,7 +303,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
       check_cuda(cudaMemcpy(dst->data(), src, head * 2, cudaMemcpyDeviceToHost), "cudaMemcpy (bench check)");
     check_cuda(cudaMemcpy(hlse.data(), lse, hlse.size() * 4, cudaMemcpyDeviceToHost), "cudaMemcpy (bench check)");
   }
-  for (void* b : {q_alloc, k_alloc, v_alloc, out, static_cast<void*>(lse)}) cudaFree(b);
+  for (void* b : {q_alloc, k_alloc, v_alloc, out_alloc, static_cast<void*>(lse)}) cudaFree(b);
   Sage2Problem one = p;
   one.batch = one.heads_q = one.heads_kv = 1;
   const int block_q = one.recipe().block_q, q_blocks = one.padded_q() / block_q;
@@ -329,7 +332,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
           {"d", d}, {"causal", causal}, {"n", n}, {"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv},
           {"dtype", "fp16"}, {"layout", "bhnd"}, {"data", "bench_attention inputs (fill_attention_like)"},
           {"seed", lowbit::bench::attention_seed(d, causal, n)}, {"checked", "head (0, 0), Q blocks listed"},
-          {"inputs_offset_bytes", shift},
+          {"inputs_offset_bytes", shift}, {"output_offset_bytes", out_shift},
           {"q_blocks", blocks_json}, {"outputs_compared", compared}, {"mismatches", mismatches},
           {"lse_compared", lse_compared}, {"lse_mismatches", lse_mismatches}};
 }
