@@ -47,7 +47,10 @@ import subprocess
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # --help works without it; main() says what is missing
+    torch = None
 
 # Flags of SageAttention's setup.py (commit in <src>/COMMIT) for its sm90 build. setup.py's host flags
 # also hold -g -fopenmp -lgomp, which only touch the host-side binding code; they are left out here.
@@ -321,6 +324,9 @@ def main() -> int:
     commit_file = src / "COMMIT"
     if not (src / "csrc" / "qattn" / "qk_int_sv_f8_cuda_sm90.cu").exists() or not commit_file.exists():
         print(f"ERROR: {src} does not hold SageAttention's sources with a COMMIT file", file=sys.stderr)
+        return 2
+    if torch is None:
+        print("ERROR: PyTorch is not installed (this runs on the GPU machine, whose python3 has it)", file=sys.stderr)
         return 2
     if not torch.cuda.is_available():
         print("ERROR: no CUDA device", file=sys.stderr)
