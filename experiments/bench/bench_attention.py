@@ -20,21 +20,37 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
+def time_ms(run, warmup, repeats):
+    """The benchmark's method: CUDA events around each run, the median of `repeats` after `warmup` runs."""
+    for _ in range(warmup):
+        run()
+    times = []
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def write_tops_csv(out, gpu, rows):
+    """<out>/<gpu slug>.csv with columns gpu,kernel,d,causal,n,tops; returns the slug and the path."""
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
+    csv = out / f"{slug}.csv"
+    with csv.open("w") as f:
+        f.write("gpu,kernel,d,causal,n,tops\n")
+        for kernel, d, causal, n, tops in rows:
+            f.write(f"{gpu},{kernel},{d},{int(causal)},{n},{tops:.1f}\n")
+    return slug, csv
+
+
 def time_sdpa(backend, b, h, n, d, causal, warmup, repeats):
     q, k, v = (torch.randn(b, h, n, d, device="cuda", dtype=torch.float16) for _ in range(3))
-    run = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     with sdpa_kernel(backend):
-        for _ in range(warmup):
-            run()
-        times = []
-        for _ in range(repeats):
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+        return time_ms(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                       warmup, repeats)
 
 
 def main() -> int:
@@ -69,12 +85,7 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
                     torch.cuda.empty_cache()
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
-    csv = out / f"{slug}.csv"
-    with csv.open("w") as f:
-        f.write("gpu,kernel,d,causal,n,tops\n")
-        for kernel, d, causal, n, tops in rows:
-            f.write(f"{gpu},{kernel},{d},{int(causal)},{n},{tops:.1f}\n")
+    slug, csv = write_tops_csv(out, gpu, rows)
     provenance = {"lowbit": lowbit["provenance"], "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                   "method": lowbit["method"] + "; SDPA timed the same way with torch.cuda.Event in the same run",
                   "command": " ".join(sys.argv)}

@@ -42,13 +42,14 @@ import os
 import pathlib
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 
 try:
     import torch
+
+    from bench_attention import time_ms, write_tops_csv  # the lowbit and SDPA timings' method and CSV
 except ImportError:  # --help works without it; main() says what is missing
     torch = None
 
@@ -227,21 +228,6 @@ class Sage2:
         return o[..., :head_dim_og]
 
 
-def time_ms(run, warmup, repeats):
-    """bench_attention.py's method: CUDA events around each run, median of `repeats` after `warmup` runs."""
-    for _ in range(warmup):
-        run()
-    times = []
-    for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
 def time_loop_ms(run, warmup, repeats):
     """`repeats` runs issued back to back between two CUDA events (after `warmup` runs): the mean per run."""
     for _ in range(warmup):
@@ -383,12 +369,7 @@ def main() -> int:
 
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    slug = re.sub(r"[^A-Za-z0-9]+", "-", gpu).strip("-").lower()
-    csv = out / f"{slug}.csv"
-    with csv.open("w") as f:
-        f.write("gpu,kernel,d,causal,n,tops\n")
-        for kernel, d, causal, n, tops in rows:
-            f.write(f"{gpu},{kernel},{d},{int(causal)},{n},{tops:.1f}\n")
+    slug, csv = write_tops_csv(out, gpu, rows)
     try:
         import triton
         triton_version = triton.__version__
