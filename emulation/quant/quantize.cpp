@@ -113,12 +113,28 @@ Shape padded_shape(const Grouping& g, int rows, int cols) {
   return s;
 }
 
+// Every scale rule is symmetric (amax / target, no zero point), so an unsigned element format would
+// silently clip every negative value to 0: a finite negative input is refused, named with its place.
+void refuse_negative(const MatrixF& x, const Format& element, const std::string& name) {
+  const float* v = x.data();
+  const std::size_t n = std::size_t(x.size()), cols = std::size_t(x.cols());
+  std::size_t count = 0, first = 0;
+  for (std::size_t i = 0; i < n; ++i)
+    if (v[i] < 0 && std::isfinite(v[i]) && count++ == 0) first = i;
+  if (count == 0) return;
+  throw std::invalid_argument(name + ": " + std::to_string(count) + " negative value" + (count == 1 ? "" : "s") +
+                              ", the first at [" + std::to_string(first / cols) + ", " + std::to_string(first % cols) +
+                              "] (" + std::to_string(v[first]) + "), which unsigned " + format_name(element) +
+                              " cannot hold: the quantizers are symmetric (no zero point) and would clip them to 0");
+}
+
 // Validates, applies the padding policy, and shapes the result q (reusing its storage) and the
 // zero-padded input (a copy only when padding is needed).
 void prepare(const MatrixF& x, const QuantSpec& spec, std::string_view tensor, QuantizedTensor& q, MatrixF& padded) {
   const std::string name(tensor);
   if (auto why = spec.validate()) throw std::invalid_argument(name + ": " + *why);
   if (x.size() == 0) throw std::invalid_argument(name + ": empty tensor");
+  if (!spec.element.is_signed) refuse_negative(x, spec.element, name);
   const Shape s = padded_shape(spec.grouping, int(x.rows()), int(x.cols()));
   if ((s.padded_rows != x.rows() || s.padded_cols != x.cols()) && spec.padding == Padding::refuse)
     throw std::invalid_argument(name + ": shape " + std::to_string(x.rows()) + "x" + std::to_string(x.cols()) +

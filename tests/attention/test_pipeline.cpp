@@ -440,4 +440,11 @@ TEST_CASE("forward: shapes that do not fit and NaN/Inf are named", "[attention][
   Pipeline broken = p;
   REQUIRE_FALSE(set_stage(broken, "q=int4:per-thread"));
   CHECK_THROWS_WITH(forward(broken, q, k, v, named), Catch::Contains("pipeline sage2-8b: QK instruction"));
+  // An unsigned V format would clip every negative value to 0 (cosine 0.15 before it was refused).
+  Pipeline unsigned_v = p;
+  REQUIRE_FALSE(set_stage(unsigned_v, "pv=fp32-fma"));
+  REQUIRE_FALSE(set_stage(unsigned_v, "v=uint3:per-channel"));
+  REQUIRE_FALSE(unsigned_v.validate(64, 64));
+  CHECK_THROWS_WITH(forward(unsigned_v, q, k, v, named),
+                    Catch::Contains("V: ") && Catch::Contains("negative values") && Catch::Contains("unsigned uint3"));
 }

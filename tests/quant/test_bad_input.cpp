@@ -37,6 +37,26 @@ TEST_CASE("NaN and Inf are counted, located and refused by default", "[bad-input
                       Catch::Contains("Q: 3 non-finite values (2 NaN, 1 Inf), the first at [2, 3] (NaN)"));
 }
 
+TEST_CASE("an unsigned element format refuses negative values instead of clipping them", "[bad-input]") {
+  QuantSpec s = presets::int8(grouping::per_channel());
+  s.element = formats::uint4;
+  MatrixF x = MatrixF::Ones(4, 8);
+  x(1, 6) = -0.25f;
+  x(3, 0) = -3.0f;
+  for (auto quantizer : {&quantize, &quantize_reference})
+    CHECK_THROWS_WITH(quantizer(x, s, "V"), Catch::Contains("V: 2 negative values, the first at [1, 6] (-0.25") &&
+                                                Catch::Contains("unsigned uint4 cannot hold"));
+  // Non-negative data (P, or -0) fits: 1 is the channel's amax, code 15.
+  x(1, 6) = 0.0f;
+  x(3, 0) = -0.0f;
+  for (auto quantizer : {&quantize, &quantize_reference}) {
+    const QuantizedTensor q = quantizer(x, s, "V");
+    CHECK(q.codes(0, 0) == 15);
+    CHECK(q.codes(1, 6) == 0);
+    CHECK(q.codes(3, 0) == 0);
+  }
+}
+
 namespace {
 QuantSpec propagating(QuantSpec spec) {
   spec.nonfinite = NonFinitePolicy::propagate;
