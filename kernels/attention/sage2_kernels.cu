@@ -534,6 +534,19 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
                           Shape::kVBytes, &full[stage]);
     sm90::mbarrier_arrive(&full[stage]);
   };
+  // KV block i's stage is free for this unit once all its warps passed the unit barrier after its
+  // P V (their wgmma reads of it complete at their waits); the unit that releases it last refills it.
+  // Thread 0 releases block i - 1 while Q K^T of block i runs, where every warp of the unit waits
+  // anyway: released right after the barrier, it held warp 0 some 300 cycles behind the unit's other
+  // warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
+  // results/attention-gpu/runs/variants/2026-11-27/).
+  const auto release = [&](int i) {
+    const int stage = Shape::stage_of(i);
+    if (thread == 0 && sm90::shared_count_add(&released[stage]) + 1 == unsigned(readers_of(i))) {
+      released[stage] = 0;
+      if (i + Shape::kStages < block_kv_count) load_kv(i + Shape::kStages);
+    }
+  };
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
@@ -585,6 +598,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
                   sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
+    if (i > 0) release(i - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_registers(s_acc);
 
@@ -666,17 +680,13 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
     sm90::fence_registers(r_acc);
-    // The stage is free for this unit once all its warps passed the wait; the unit that releases it
-    // last (an acquire-release count, so the others' reads precede the refill) refills it.
     sm90::barrier_sync(Shape::kUnitDone + w, 128);
-    if (thread == 0 && sm90::shared_count_add(&released[stage]) + 1 == unsigned(readers_of(i))) {
-      released[stage] = 0;
-      if (i + Shape::kStages < block_kv_count) load_kv(i + Shape::kStages);
-    }
     // Step 9: two-level accumulation.
 #pragma unroll
     for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
   }
+
+  release(kv_count - 1);
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
   const int lane = threadIdx.x % 32, quad = lane & ~3;
