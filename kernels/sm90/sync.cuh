@@ -49,9 +49,12 @@ __device__ inline void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parit
 }
 
 // Adds 1 to a shared-memory counter and returns its value before; relaxed: it orders nothing else.
-// Counting releases of a stage read by wgmma needs no more: those reads are complete when the
-// readers' wgmma waits return, before the count in program order, and the refill is issued after the
-// last count. (Acquire-release cost the counting thread a fence: up to 1% of the attention kernel, run42.)
+// The attention kernel counts with it the units done reading a stage through wgmma: those reads
+// are complete when each reader's wgmma wait returns, before its count, and the last counter issues
+// the refill only after it has seen every other count, so the refill cannot overtake a read. (The
+// PTX memory model would state that order with an acquire-release count, as CUTLASS's pipelines
+// arrive with release semantics; here that fence cost the counting thread up to 1% of the kernel's
+// time, run42 of results/attention-gpu/runs/variants/2026-11-27/.)
 __device__ inline unsigned shared_count_add(unsigned* counter) {
   unsigned before;
   asm volatile("atom.relaxed.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(shared_address(counter)) : "memory");
