@@ -147,8 +147,9 @@ struct QuantizedTensor {
   int group_count() const { return int(scales.size()); }
 };
 
-// Throws std::invalid_argument naming `tensor` for an invalid spec, refused non-finite input
-// or a refused ragged shape.
+// Throws std::invalid_argument naming `tensor` for an invalid spec, refused non-finite input,
+// a refused ragged shape, or negative input to an unsigned element format (every scale rule is
+// symmetric: it would clip those values to 0).
 QuantizedTensor quantize(const MatrixF& x, const QuantSpec& spec, std::string_view tensor = "tensor");
 // The same into `out`, reusing its storage: no allocation when the shape repeats (as a kernel
 // writes into preallocated buffers).
