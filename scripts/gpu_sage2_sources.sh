@@ -7,8 +7,9 @@
 #   directory $SOURCES/NAME/ holds files at their repository paths that replace the tree's for its
 #   build (a variant of the recipe and the kernel together). Per variant:
 #   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
-#   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K,
-#   non-causal, 10 runs) in two rounds, the second in the reverse order. ABLATIONS=1 times the
+#   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K, 10 runs)
+#   in $ROUNDS non-causal rounds (default 2) and $CAUSAL_ROUNDS causal ones (default 0), every
+#   second round in the reverse order (bench-CAUSAL-NAME-ROUND.txt). ABLATIONS=1 times the
 #   variants that fail the smoke test too (ablations: a part of the kernel removed or replaced, its
 #   bits knowingly wrong, to see what that part costs). NCU=NAME adds Nsight
 #   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
@@ -59,14 +60,19 @@ for v in $(cd "$V" && ls -d */ | tr -d /); do
   (( rc == 0 || ${ABLATIONS:-0} == 1 )) && timed+=("$v")
 done
 power_log_start "$R/power-clocks.csv"
-for round in 1 2; do
-  order=("${timed[@]}"); [[ $round == 2 ]] && order=($(printf '%s\n' "${timed[@]}" | sort -r))
-  for v in "${order[@]}"; do
-    timeout 100 "$V/$v/bench_attention" --tokens 8192,16384 --dims 128,64 --causal no --exp2 sm90-ex2 --warmup 2 \
-      --repeats 10 > "$R/bench-$v-$round.txt" 2>&1
-    echo "round $round $v: $(awk '$3 == "sm90-ex2" {printf "d=%s N=%s %s ms; ", $4, $6, $7}' "$R/bench-$v-$round.txt")"
+rounds() {  # $1 causal yes|no, $2 rounds; odd rounds in name order, even ones reversed
+  local round v order
+  for ((round = 1; round <= $2; round++)); do
+    order=("${timed[@]}"); (( round % 2 == 0 )) && mapfile -t order < <(printf '%s\n' "${timed[@]}" | sort -r)
+    for v in "${order[@]}"; do
+      timeout 100 "$V/$v/bench_attention" --tokens 8192,16384 --dims 128,64 --causal "$1" --exp2 sm90-ex2 --warmup 2 \
+        --repeats 10 > "$R/bench-$1-$v-$round.txt" 2>&1
+      echo "causal=$1 round $round $v: $(awk '$3 == "sm90-ex2" {printf "d=%s N=%s %s ms; ", $4, $6, $7}' "$R/bench-$1-$v-$round.txt")"
+    done
   done
-done
+}
+rounds no "${ROUNDS:-2}"
+rounds yes "${CAUSAL_ROUNDS:-0}"
 power_log_stop
 if [[ -n "${NCU:-}" ]]; then
   timeout 200 ncu --clock-control none -k regex:sage2_attention_kernel -c 1 --set full --import-source no -o /tmp/sources-prof \

@@ -12,8 +12,9 @@
 //     warpgroups of the SM, at other points of their loops, keep the tensor cores and the
 //     exponential unit busy meanwhile;
 //   K and V of every KV block reach a ring of shared-memory stages that the block's warpgroups
-//     share, one bulk copy per tile (the tiles are stored in shared-memory order), each stage's
-//     mbarrier completing when its bytes landed; the warpgroup that releases a stage last refills it.
+//     share, one bulk copy per tile (the tiles are stored in shared-memory order); each stage has a
+//     "full" mbarrier (its bytes landed) and an "empty" one (every unit reading it released it),
+//     and its refills go round robin to the units.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -419,6 +420,11 @@ struct AttentionShape {
   static constexpr int kUnitsPerBlock = HeadDim == 128 ? 3 : 1;
   static constexpr int kBlocksPerSm = HeadDim == 128 ? 1 : 4;
   static constexpr int kStages = HeadDim == 128 ? 4 : 2;
+  // Where a unit refills the stage of the block before: while its P V runs at d = 128 (work in the
+  // shorter Q K^T wait held the unit back: 2-3% of the kernel's time at N = 8K, runs 44-46 of
+  // results/attention-gpu/runs/variants/2026-11-27/), while its Q K^T runs at d = 64 (2 stages:
+  // refilled at P V, the ring holds too little ahead).
+  static constexpr bool kRefillAtPv = HeadDim == 128;
   static constexpr int kThreads = 128 * kUnitsPerBlock;
   // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
   // and of the V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
@@ -521,10 +527,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     return readers;
   };
 
-  // Stage s: its mbarrier (one arrival, the refilling thread's, and the bytes of its bulk copies)
-  // and the count of units that released it.
+  // Stage s: its "full" mbarrier (one arrival, the refilling thread's, and the bytes of its bulk
+  // copies) and its "empty" one (one arrival per unit of the block).
   __shared__ std::uint64_t full[Shape::kStages];
-  __shared__ unsigned released[Shape::kStages];
+  __shared__ std::uint64_t empty[Shape::kStages];
   const auto load_kv = [&](int i) {  // one thread: KV block i into its stage
     const int stage = Shape::stage_of(i);
     sm90::mbarrier_expect_bytes(&full[stage], Shape::kKBytes + Shape::kVBytes);
@@ -535,22 +541,33 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::mbarrier_arrive(&full[stage]);
   };
   // KV block i's stage is free for this unit once all its warps passed the unit barrier after its
-  // P V (their wgmma reads of it complete at their waits); the unit that releases it last refills it.
-  // Thread 0 releases block i - 1 while Q K^T of block i runs, where every warp of the unit waits
-  // anyway: released right after the barrier, it held warp 0 some 300 cycles behind the unit's other
-  // warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
-  // results/attention-gpu/runs/variants/2026-11-27/).
+  // P V (their wgmma reads of it complete at their waits). Thread 0 releases block i - 1 while Q K^T
+  // of block i runs, where every warp of the unit waits anyway: released right after the barrier,
+  // it held warp 0 some 300 cycles behind the unit's other warps at the next Q K^T, a wgmma that
+  // starts when all 4 have issued it (run39-run42 of results/attention-gpu/runs/variants/2026-11-27/).
+  // The release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   const auto release = [&](int i) {
-    const int stage = Shape::stage_of(i);
-    if (thread == 0 && sm90::shared_count_add(&released[stage]) + 1 == unsigned(readers_of(i))) {
-      released[stage] = 0;
-      if (i + Shape::kStages < block_kv_count) load_kv(i + Shape::kStages);
-    }
+    if (thread == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
+  };
+  // Block i's stage takes block i + kStages once every unit reading block i released it. The units
+  // take turns at refilling in order; a unit that does not read block i + kStages leaves its turn
+  // to the block's last unit, which reads every block (causal, a later unit sees as many or more).
+  // The refiller arrives for the units that do not read block i, then waits for the empty phase:
+  // one block after its own release, so the others' releases have mostly landed.
+  const int last_unit = min(block * kUnits + kUnits - 1, units - 1) - block * kUnits;
+  const auto refill = [&](int i) {
+    const int next = i + Shape::kStages, turn = i % kUnits;
+    if (thread != 0 || i < 0 || next >= block_kv_count) return;
+    if (w != (kv_count_of(block * kUnits + turn) > next ? turn : last_unit)) return;
+    const int stage = Shape::stage_of(i), readers = readers_of(i);
+    if (readers < kUnits) sm90::mbarrier_arrive(&empty[stage], kUnits - readers);
+    sm90::mbarrier_wait(&empty[stage], Shape::parity_of(i));
+    load_kv(next);
   };
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
-      released[s] = 0;
+      sm90::mbarrier_init(&empty[s], kUnits);
     }
   }
   __syncthreads();
@@ -599,6 +616,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
                   sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
     if (i > 0) release(i - 1);
+    if (!Shape::kRefillAtPv) refill(i - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_registers(s_acc);
 
@@ -678,6 +696,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       PvWgmma::mma(r_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
                    g > 0);
     sm90::wgmma_commit();
+    if (Shape::kRefillAtPv) refill(i - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_registers(r_acc);
     sm90::barrier_sync(Shape::kUnitDone + w, 128);

@@ -1,4 +1,4 @@
-// Synchronization within a thread block (sm_90a): named barriers, mbarriers, a shared counter.
+// Synchronization within a thread block (sm_90a): named barriers and mbarriers.
 //
 // Named barriers (bar.sync with a thread count, PTX "barrier"): the threads of one warpgroup meet;
 // each one's prior shared-memory writes are visible to the others after it. Data written through
@@ -31,9 +31,14 @@ __device__ inline void mbarrier_expect_bytes(std::uint64_t* barrier, int bytes) 
   asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
                : "memory");
 }
-// One arrival (release: this thread's prior shared-memory writes are visible to the waiters).
+// One arrival, or `count` at once (release: this thread's prior shared-memory writes are visible to
+// the waiters). Nothing is returned, so the thread does not wait for the arrival to land.
 __device__ inline void mbarrier_arrive(std::uint64_t* barrier) {
   asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(shared_address(barrier)) : "memory");
+}
+__device__ inline void mbarrier_arrive(std::uint64_t* barrier, int count) {
+  asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(count)
+               : "memory");
 }
 // Until the phase of parity `parity` completed (acquire).
 __device__ inline void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parity) {
@@ -46,19 +51,6 @@ __device__ inline void mbarrier_wait(std::uint64_t* barrier, std::uint32_t parit
       "}\n" ::"r"(shared_address(barrier)),
       "r"(parity)
       : "memory");
-}
-
-// Adds 1 to a shared-memory counter and returns its value before; relaxed: it orders nothing else.
-// The attention kernel counts with it the units done reading a stage through wgmma: those reads
-// are complete when each reader's wgmma wait returns, before its count, and the last counter issues
-// the refill only after it has seen every other count, so the refill cannot overtake a read. (The
-// PTX memory model would state that order with an acquire-release count, as CUTLASS's pipelines
-// arrive with release semantics; here that fence cost the counting thread up to 1% of the kernel's
-// time, run42 of results/attention-gpu/runs/variants/2026-11-27/.)
-__device__ inline unsigned shared_count_add(unsigned* counter) {
-  unsigned before;
-  asm volatile("atom.relaxed.cta.shared::cta.add.u32 %0, [%1], 1;" : "=r"(before) : "r"(shared_address(counter)) : "memory");
-  return before;
 }
 
 }  // namespace lowbit::kernels::sm90
