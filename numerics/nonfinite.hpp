@@ -1,4 +1,5 @@
-// NaN/Inf in an input tensor: how many, and where the first one is. Quantizers refuse such
+// NaN/Inf in an input tensor: how many, and where the first one is (as [row, col], the form every
+// input check of the quantizers names a position in). Quantizers refuse such
 // input by default and name it with this report.
 #pragma once
 
@@ -9,6 +10,11 @@
 #include <string_view>
 
 namespace lowbit {
+
+// "[row, col]" of a flat row-major index into rows of `cols` values ("[index, 0]" when cols is 0).
+inline std::string matrix_position(std::size_t index, std::size_t cols) {
+  return "[" + std::to_string(cols ? index / cols : index) + ", " + std::to_string(cols ? index % cols : 0) + "]";
+}
 
 struct NonFiniteReport {
   std::size_t nan_count = 0;
@@ -23,9 +29,8 @@ struct NonFiniteReport {
   std::string describe(std::string_view tensor, std::size_t cols) const {
     std::string s = std::string(tensor) + ": " + std::to_string(count()) + " non-finite value" +
                     (count() == 1 ? "" : "s") + " (" + std::to_string(nan_count) + " NaN, " +
-                    std::to_string(inf_count) + " Inf), the first at [" +
-                    std::to_string(cols ? first_index / cols : first_index) + ", " +
-                    std::to_string(cols ? first_index % cols : 0) + "] (" + (first_is_nan ? "NaN" : "Inf") + ")";
+                    std::to_string(inf_count) + " Inf), the first at " + matrix_position(first_index, cols) + " (" +
+                    (first_is_nan ? "NaN" : "Inf") + ")";
     return s;
   }
 };

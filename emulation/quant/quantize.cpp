@@ -123,8 +123,8 @@ void refuse_negative(const MatrixF& x, const Format& element, const std::string&
     if (v[i] < 0 && std::isfinite(v[i]) && count++ == 0) first = i;
   if (count == 0) return;
   throw std::invalid_argument(name + ": " + std::to_string(count) + " negative value" + (count == 1 ? "" : "s") +
-                              ", the first at [" + std::to_string(first / cols) + ", " + std::to_string(first % cols) +
-                              "] (" + std::to_string(v[first]) + "), which unsigned " + format_name(element) +
+                              ", the first at " + matrix_position(first, cols) + " (" + std::to_string(v[first]) +
+                              "), which unsigned " + format_name(element) +
                               " cannot hold: the quantizers are symmetric (no zero point) and would clip them to 0");
 }
 

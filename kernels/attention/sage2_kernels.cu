@@ -553,7 +553,9 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // take turns at refilling in order; a unit that does not read block i + kStages leaves its turn
   // to the block's last unit, which reads every block (causal, a later unit sees as many or more).
   // The refiller arrives for the units that do not read block i, then waits for the empty phase:
-  // one block after its own release, so the others' releases have mostly landed.
+  // one block after its own release, so the others' releases have mostly landed. The wait cannot
+  // deadlock: each reader releases block i at its block i + 1 (or after its last block), and the
+  // data of block i + 1 was asked for before (by the first loads or an earlier refill).
   const int last_unit = min(block * kUnits + kUnits - 1, units - 1) - block * kUnits;
   const auto refill = [&](int i) {
     const int next = i + Shape::kStages, turn = i % kUnits;
