@@ -9,7 +9,8 @@
 #   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
 #   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K, 10 runs)
 #   in $ROUNDS non-causal rounds (default 2) and $CAUSAL_ROUNDS causal ones (default 0), every
-#   second round in the reverse order (bench-CAUSAL-NAME-ROUND.txt). ABLATIONS=1 times the
+#   second round in the reverse order (bench-CAUSAL-NAME-ROUND.txt; BENCH_TIMEOUT seconds a run, default
+#   100). ABLATIONS=1 times the
 #   variants that fail the smoke test too (ablations: a part of the kernel removed or replaced, its
 #   bits knowingly wrong, to see what that part costs). NCU=NAME adds Nsight
 #   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
@@ -65,7 +66,7 @@ rounds() {  # $1 causal yes|no, $2 rounds; odd rounds in name order, even ones r
   for ((round = 1; round <= $2; round++)); do
     order=("${timed[@]}"); (( round % 2 == 0 )) && mapfile -t order < <(printf '%s\n' "${timed[@]}" | sort -r)
     for v in "${order[@]}"; do
-      timeout 100 "$V/$v/bench_attention" --tokens 8192,16384 --dims 128,64 --causal "$1" --exp2 sm90-ex2 --warmup 2 \
+      timeout "${BENCH_TIMEOUT:-100}" "$V/$v/bench_attention" --tokens 8192,16384 --dims 128,64 --causal "$1" --exp2 sm90-ex2 --warmup 2 \
         --repeats 10 > "$R/bench-$1-$v-$round.txt" 2>&1
       echo "causal=$1 round $round $v: $(awk '$3 == "sm90-ex2" {printf "d=%s N=%s %s ms; ", $4, $6, $7}' "$R/bench-$1-$v-$round.txt")"
     done

@@ -425,6 +425,10 @@ struct AttentionShape {
   // results/attention-gpu/runs/variants/2026-11-27/), while its Q K^T runs at d = 64 (2 stages:
   // refilled at P V, the ring holds too little ahead).
   static constexpr bool kRefillAtPv = HeadDim == 128;
+  // Where a unit releases a stage: at d = 128 while its next Q K^T runs (`release` in the kernel);
+  // at d = 64, one unit a block, right after the barrier that ends its P V (1-2% faster non-causal,
+  // 2-4% causal: runs 46 and 49).
+  static constexpr bool kReleaseAtBarrier = HeadDim == 64;
   static constexpr int kThreads = 128 * kUnitsPerBlock;
   // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
   // and of the V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
@@ -519,7 +523,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     if (u >= units) return 0;
     return ((Causal ? min(p.tokens, u * 64 + 64) : p.tokens) - 1) / kBlockKv + 1;
   };
-  const int kv_count = kv_count_of(unit), block_kv_count = kv_count_of(min(block * kUnits + kUnits - 1, units - 1));
+  // The block's last unit (of those not past the last unit of the head): it reads every KV block the
+  // block loads (causal, a later unit sees as many blocks or more).
+  const int last_unit = min(kUnits, units - block * kUnits) - 1;
+  const int kv_count = kv_count_of(unit), block_kv_count = kv_count_of(block * kUnits + last_unit);
   const auto readers_of = [&](int i) {  // the units of the block that read KV block i
     int readers = 0;
 #pragma unroll
@@ -541,11 +548,12 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::mbarrier_arrive(&full[stage]);
   };
   // KV block i's stage is free for this unit once all its warps passed the unit barrier after its
-  // P V (their wgmma reads of it complete at their waits). Thread 0 releases block i - 1 while Q K^T
-  // of block i runs, where every warp of the unit waits anyway: released right after the barrier,
-  // it held warp 0 some 300 cycles behind the unit's other warps at the next Q K^T, a wgmma that
-  // starts when all 4 have issued it (run39-run42 of results/attention-gpu/runs/variants/2026-11-27/).
-  // The release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
+  // P V (their wgmma reads of it complete at their waits). At d = 128 thread 0 releases block i - 1
+  // while Q K^T of block i runs, where every warp of the unit waits anyway: released right after
+  // the barrier, it held warp 0 some 300 cycles behind the unit's other warps at the next Q K^T, a
+  // wgmma that starts when all 4 have issued it (run39-run42 of
+  // results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
+  // release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   const auto release = [&](int i) {
     if (thread == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
   };
@@ -554,9 +562,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // to the block's last unit, which reads every block (causal, a later unit sees as many or more).
   // The refiller arrives for the units that do not read block i, then waits for the empty phase:
   // one block after its own release, so the others' releases have mostly landed. The wait cannot
-  // deadlock: each reader releases block i at its block i + 1 (or after its last block), and the
+  // deadlock: each reader releases block i by its block i + 1 (or after its last block), and the
   // data of block i + 1 was asked for before (by the first loads or an earlier refill).
-  const int last_unit = min(block * kUnits + kUnits - 1, units - 1) - block * kUnits;
   const auto refill = [&](int i) {
     const int next = i + Shape::kStages, turn = i % kUnits;
     if (thread != 0 || i < 0 || next >= block_kv_count) return;
@@ -617,7 +624,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
                   sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
     sm90::wgmma_commit();
-    if (i > 0) release(i - 1);
+    if (i > 0 && !Shape::kReleaseAtBarrier) release(i - 1);
     if (!Shape::kRefillAtPv) refill(i - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_registers(s_acc);
@@ -702,12 +709,13 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::wgmma_wait<0>();
     sm90::fence_registers(r_acc);
     sm90::barrier_sync(Shape::kUnitDone + w, 128);
+    if (Shape::kReleaseAtBarrier) release(i);
     // Step 9: two-level accumulation.
 #pragma unroll
     for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
   }
 
-  release(kv_count - 1);
+  if (!Shape::kReleaseAtBarrier) release(kv_count - 1);
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
   const int lane = threadIdx.x % 32, quad = lane & ~3;
