@@ -47,6 +47,18 @@ void require_aligned(const void* pointer, std::size_t alignment, const char* nam
                                 "-byte aligned");
 }
 
+// The quantized buffers a kernel reads or writes: the codes move in 16-byte pieces (bulk copies,
+// cp.async), the scales as floats, the K chunk sums as doubles.
+void require_quantized_codes_aligned(const QuantizedDevice& b) {
+  require_aligned(b.q_codes, 16, "quantized.q_codes");
+  require_aligned(b.k_codes, 16, "quantized.k_codes");
+  require_aligned(b.v_codes, 16, "quantized.v_codes");
+  require_aligned(b.q_scales, 4, "quantized.q_scales");
+  require_aligned(b.q_bias, 4, "quantized.q_bias");
+  require_aligned(b.k_scales, 4, "quantized.k_scales");
+  require_aligned(b.v_scales, 4, "quantized.v_scales");
+}
+
 detail::TensorStrides strides(const Sage2Problem& p, int heads) {
   const long long d = p.head_dim, n = p.tokens, h = heads;
   if (p.layout == Layout::bhnd) return {h * n * d, n * d, d};
@@ -188,10 +200,14 @@ Sage2Workspace::~Sage2Workspace() {
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream) {
   require_valid(problem);
-  require_hopper();
   require_aligned(q, 2, "q");
   require_aligned(k, 2, "k");
   require_aligned(v, 2, "v");
+  require_quantized_codes_aligned(quantized);
+  require_aligned(quantized.k_mean, 4, "quantized.k_mean");
+  require_aligned(quantized.k_chunk_sums, 8, "quantized.k_chunk_sums");
+  require_aligned(quantized.v_chunk_amax, 4, "quantized.v_chunk_amax");
+  require_hopper();
   detail::upload_groups(problem.head_dim);
   detail::QuantizeParams p;
   p.q = q;
@@ -217,9 +233,10 @@ void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, c
 void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevice& quantized, void* out, float* lse,
                                std::uintptr_t stream) {
   require_valid(problem);
-  require_hopper();
   require_aligned(out, 4, "out");
   require_aligned(lse, 4, "lse");
+  require_quantized_codes_aligned(quantized);
+  require_hopper();
   detail::upload_groups(problem.head_dim);
   detail::AttentionParams p;
   p.q_codes = quantized.q_codes;

@@ -78,7 +78,8 @@ struct QuantizedSizes {
   static QuantizedSizes of(const Sage2Problem& p);
 };
 
-// Device pointers of the quantized buffers and the statistics workspace.
+// Device pointers of the quantized buffers and the statistics workspace. The code buffers start on
+// 16-byte boundaries (cudaMalloc's do), the others on their element's size.
 struct QuantizedDevice {
   std::int8_t* q_codes = nullptr;
   float* q_scales = nullptr;
@@ -107,10 +108,11 @@ class Sage2Workspace {
   QuantizedDevice buffers_;
 };
 
-// Throws std::invalid_argument naming the problem when validate() fails or the current device is
-// not a Hopper GPU (sm_90) or a pointer is misaligned; std::runtime_error naming the CUDA call
-// when one fails. `stream` is a cudaStream_t (0: the default stream). Asynchronous: errors of the
-// kernels themselves surface at the next synchronizing CUDA call. The inputs must be finite (the
+// Throws std::invalid_argument naming the problem when validate() fails, naming the pointer when one
+// is null or misaligned (checked before the GPU is touched), or when the current device is not a
+// Hopper GPU (sm_90); std::runtime_error naming the CUDA call when one fails. `stream` is a
+// cudaStream_t (0: the default stream). Asynchronous: errors of the kernels themselves surface at
+// the next synchronizing CUDA call. The inputs must be finite (the
 // device functions do not scan them; sage2_attention_host refuses NaN/Inf, naming the tensor).
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream = 0);

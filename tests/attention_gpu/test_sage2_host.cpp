@@ -46,6 +46,39 @@ TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
   CHECK_THAT(why(p), Catch::Contains("fp16 or bf16"));
 }
 
+TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, before the GPU is touched") {
+  Sage2Problem p;
+  p.tokens = 5;
+  p.head_dim = 64;
+  // Addresses never dereferenced: each call throws at its pointer checks.
+  const auto at = [](std::uintptr_t address) { return reinterpret_cast<void*>(address); };
+  kernels::attention::QuantizedDevice b;
+  b.q_codes = static_cast<std::int8_t*>(at(0x1000));
+  b.k_codes = static_cast<std::int8_t*>(at(0x2000));
+  b.v_codes = static_cast<std::uint8_t*>(at(0x3000));
+  b.q_scales = static_cast<float*>(at(0x4000));
+  b.q_bias = static_cast<float*>(at(0x5000));
+  b.k_scales = static_cast<float*>(at(0x6000));
+  b.v_scales = static_cast<float*>(at(0x7000));
+  float* lse = static_cast<float*>(at(0x8000));
+  void* out = at(0x9000);
+  const auto attention = [&] { kernels::attention::sage2_attention_quantized(p, b, out, lse); };
+  b.k_codes = static_cast<std::int8_t*>(at(0x2008));  // 8-byte aligned, not 16
+  CHECK_THROWS_WITH(attention(), Catch::Contains("quantized.k_codes is not 16-byte aligned"));
+  b.k_codes = static_cast<std::int8_t*>(at(0x2000));
+  b.q_bias = nullptr;
+  CHECK_THROWS_WITH(attention(), Catch::Contains("quantized.q_bias is a null pointer"));
+  b.q_bias = static_cast<float*>(at(0x5002));
+  CHECK_THROWS_WITH(attention(), Catch::Contains("quantized.q_bias is not 4-byte aligned"));
+  b.q_bias = static_cast<float*>(at(0x5000));
+  // sage2_quantize also writes the statistics workspace and the K mean.
+  b.k_mean = static_cast<float*>(at(0xa000));
+  b.v_chunk_amax = static_cast<float*>(at(0xb000));
+  b.k_chunk_sums = static_cast<double*>(at(0xc004));
+  CHECK_THROWS_WITH(kernels::attention::sage2_quantize(p, out, out, out, b),
+                    Catch::Contains("quantized.k_chunk_sums is not 8-byte aligned"));
+}
+
 TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before the GPU is touched") {
   Sage2Problem p;
   p.tokens = 5;
