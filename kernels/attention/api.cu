@@ -47,8 +47,8 @@ void require_aligned(const void* pointer, std::size_t alignment, const char* nam
                                 "-byte aligned");
 }
 
-// The quantized buffers a kernel reads or writes: the codes move in 16-byte pieces (bulk copies,
-// cp.async), the scales as floats, the K chunk sums as doubles.
+// The quantized codes and scales, which both kernels use: the codes move in 16-byte pieces (bulk
+// copies, cp.async), the scales as floats.
 void require_quantized_codes_aligned(const QuantizedDevice& b) {
   require_aligned(b.q_codes, 16, "quantized.q_codes");
   require_aligned(b.k_codes, 16, "quantized.k_codes");

@@ -112,8 +112,8 @@ class Sage2Workspace {
 // is null or misaligned (checked before the GPU is touched), or when the current device is not a
 // Hopper GPU (sm_90); std::runtime_error naming the CUDA call when one fails. `stream` is a
 // cudaStream_t (0: the default stream). Asynchronous: errors of the kernels themselves surface at
-// the next synchronizing CUDA call. The inputs must be finite (the
-// device functions do not scan them; sage2_attention_host refuses NaN/Inf, naming the tensor).
+// the next synchronizing CUDA call. The inputs must be finite (the device functions do not scan
+// them; sage2_attention_host refuses NaN/Inf, naming the tensor).
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream = 0);
 // out: the problem's layout and dtype, heads_q heads; lse: f32 [batch][heads_q][tokens] (natural log).
