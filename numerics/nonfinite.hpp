@@ -1,6 +1,6 @@
 // NaN/Inf in an input tensor: how many, and where the first one is (as [row, col], the form every
-// input check of the quantizers names a position in). Quantizers refuse such
-// input by default and name it with this report.
+// input check of the quantizers names a position in). Quantizers refuse such input by default and
+// name it with this report.
 #pragma once
 
 #include <cmath>

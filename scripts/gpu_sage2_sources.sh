@@ -9,11 +9,11 @@
 #   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
 #   that fails it is not timed), then bench_attention (ex2, d = 128 and 64, N = 8K and 16K, 10 runs)
 #   in $ROUNDS non-causal rounds (default 2) and $CAUSAL_ROUNDS causal ones (default 0), every
-#   second round in the reverse order (bench-CAUSAL-NAME-ROUND.txt; BENCH_TIMEOUT seconds a run, default
-#   100). ABLATIONS=1 times the
-#   variants that fail the smoke test too (ablations: a part of the kernel removed or replaced, its
-#   bits knowingly wrong, to see what that part costs). NCU=NAME adds Nsight
-#   Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as CSV.
+#   second round in the reverse order (bench-CAUSAL-NAME-ROUND.txt; BENCH_TIMEOUT seconds a run,
+#   default 100). ABLATIONS=1 times the variants that fail the smoke test too (ablations: a part of
+#   the kernel removed or replaced, its bits knowingly wrong, to see what that part costs). NCU=NAME
+#   adds Nsight Compute's per-instruction warp-state sampling of that variant (d = 128, N = 8K), as
+#   CSV.
 # The GPU's clock and power through the timing rounds: power-clocks.csv.
 # Everything lands in $OUT/sources.tgz (the tool brings back few files).
 set -uo pipefail

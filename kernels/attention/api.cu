@@ -47,9 +47,9 @@ void require_aligned(const void* pointer, std::size_t alignment, const char* nam
                                 "-byte aligned");
 }
 
-// The quantized codes and scales, which both kernels use: the codes move in 16-byte pieces (bulk
-// copies, cp.async), the scales as floats.
-void require_quantized_codes_aligned(const QuantizedDevice& b) {
+// The quantized buffers the attention kernel reads (the quantization writes them): the codes move
+// in 16-byte pieces (bulk copies, cp.async), the scales as floats.
+void require_attention_buffers_aligned(const QuantizedDevice& b) {
   require_aligned(b.q_codes, 16, "quantized.q_codes");
   require_aligned(b.k_codes, 16, "quantized.k_codes");
   require_aligned(b.v_codes, 16, "quantized.v_codes");
@@ -203,7 +203,7 @@ void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, c
   require_aligned(q, 2, "q");
   require_aligned(k, 2, "k");
   require_aligned(v, 2, "v");
-  require_quantized_codes_aligned(quantized);
+  require_attention_buffers_aligned(quantized);
   require_aligned(quantized.k_mean, 4, "quantized.k_mean");
   require_aligned(quantized.k_chunk_sums, 8, "quantized.k_chunk_sums");
   require_aligned(quantized.v_chunk_amax, 4, "quantized.v_chunk_amax");
@@ -235,7 +235,7 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   require_valid(problem);
   require_aligned(out, 4, "out");
   require_aligned(lse, 4, "lse");
-  require_quantized_codes_aligned(quantized);
+  require_attention_buffers_aligned(quantized);
   require_hopper();
   detail::upload_groups(problem.head_dim);
   detail::AttentionParams p;
