@@ -429,6 +429,14 @@ struct AttentionShape {
   // at d = 64, one unit a block, right after the barrier that ends its P V (1-2% faster non-causal,
   // 2-4% causal: runs 46 and 49).
   static constexpr bool kReleaseAtBarrier = HeadDim == 64;
+  // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
+  // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
+  // unit 0's Q tile landed. Asked for together, the ring's 128 KB came in ahead of the Q tiles that
+  // the first Q K^T needs: 2.0-2.7% of the kernel's time at N = 8K, 1.6-2.2% at 16K (runs 53-54
+  // of results/attention-gpu/runs/variants/2026-11-28/). Causal (0.3-1.2% slower that way) and at
+  // d = 64 (four blocks an SM), the stages first.
+  static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
+  static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
   // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
   // and of the V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
@@ -462,6 +470,14 @@ __device__ inline void load_tile_async(std::uint8_t* smem, const std::uint8_t* g
     const int row = layout.piece_row(piece), k_byte = layout.piece_k_byte(piece);
     sm90::copy_16_async(smem + layout.offset(row, k_byte), global + row * row_stride + k_byte);
   }
+}
+
+// A unit's Q tile: the codes of its 64 rows from `first_row` of the Q codes into its tile, by its 128
+// threads (cp.async, which needs no mbarrier).
+template <int HeadDim>
+__device__ inline void load_q_tile(std::uint8_t* tile, const AttentionParams& p, long long first_row, int thread) {
+  load_tile_async<64, HeadDim>(tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) + first_row * HeadDim, HeadDim, thread);
+  sm90::commit_copies();
 }
 
 // A warpgroup's accumulator F: the first value of thread t (warp j, lane l) is in row 16 j + l / 4,
@@ -573,6 +589,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::mbarrier_wait(&empty[stage], Shape::parity_of(i));
     load_kv(next);
   };
+  constexpr bool kQTilesFirst = Shape::q_tiles_first(Causal);
+  constexpr int kStagesAtEntry = Shape::stages_at_entry(Causal);
+  if constexpr (kQTilesFirst) {
+    if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
+  }
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
@@ -581,15 +602,15 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   }
   __syncthreads();
   if (threadIdx.x == 0)
-    for (int i = 0; i < Shape::kStages && i < block_kv_count; ++i) load_kv(i);
+    for (int i = 0; i < kStagesAtEntry && i < block_kv_count; ++i) load_kv(i);
   if (kv_count == 0) return;  // a block's units past the last
   std::uint8_t* q_tile = smem + w * Shape::kQBytes;
-  load_tile_async<64, HeadDim>(q_tile, reinterpret_cast<const std::uint8_t*>(p.q_codes) +
-                                           (q_head * p.padded_q + q0 + unit_row) * HeadDim, HeadDim, thread);
-  sm90::commit_copies();
+  if constexpr (!kQTilesFirst) load_q_tile<HeadDim>(q_tile, p, q_head * p.padded_q + q0 + unit_row, thread);
   sm90::wait_copies<0>();
   sm90::fence_async_shared();
   sm90::barrier_sync(Shape::kUnitDone + w, 128);
+  if (threadIdx.x == 0)
+    for (int i = kStagesAtEntry; i < Shape::kStages && i < block_kv_count; ++i) load_kv(i);
 
   const layout::Offset base = sm90::thread_offset<kS>(thread);  // this thread's first row (of 64) and first key column
   const int row0 = unit_row + base.row;  // in the Q block; the thread also holds row0 + 8
