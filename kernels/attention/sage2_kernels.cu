@@ -431,10 +431,11 @@ struct AttentionShape {
   static constexpr bool kReleaseAtBarrier = HeadDim == 64;
   // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
   // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
-  // unit 0's Q tile landed. Asked for together, the ring's 128 KB came in ahead of the Q tiles that
-  // the first Q K^T needs: 2.0-2.7% of the kernel's time at N = 8K, 1.6-2.2% at 16K (runs 53-54
-  // of results/attention-gpu/runs/variants/2026-11-28/). Causal (0.3-1.2% slower that way) and at
-  // d = 64 (four blocks an SM), the stages first.
+  // unit 0's Q tile landed. Asked for with the ring's 128 KB, the Q tiles that the first Q K^T
+  // needs came later (a block's entry took 3929 cycles to its first KV block, 3263 this way), and
+  // the kernel took 2.0-2.7% longer at N = 8K, 1.6-2.2% at 16K; asking for the Q tiles first but
+  // all stages at once gains nothing (runs 53-55 of results/attention-gpu/runs/variants/2026-11-28/).
+  // Causal (0.3-1.2% slower this way) and at d = 64 (four blocks an SM), the stages first.
   static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
