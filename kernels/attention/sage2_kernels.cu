@@ -435,7 +435,7 @@ struct AttentionShape {
   // needs came later (a block's entry took 3929 cycles to its first KV block, 3263 this way), and
   // the kernel took 2.0-2.7% longer at N = 8K, 1.6-2.2% at 16K; asking for the Q tiles first but
   // all stages at once gains nothing (runs 53-55 of results/attention-gpu/runs/variants/2026-11-28/).
-  // Causal (0.3-1.2% slower this way) and at d = 64 (four blocks an SM), the stages first.
+  // Causal (0.1-1.2% slower this way) and at d = 64 (four blocks an SM), the stages first.
   static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
