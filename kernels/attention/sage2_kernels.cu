@@ -592,6 +592,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   };
   constexpr bool kQTilesFirst = Shape::q_tiles_first(Causal);
   constexpr int kStagesAtEntry = Shape::stages_at_entry(Causal);
+  // The Q tile's address is written out at each of its two places: computed once above both, it
+  // made ptxas allocate the d = 64 kernels' registers otherwise (one of them spilled, run54).
   if constexpr (kQTilesFirst) {
     if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
   }
