@@ -429,6 +429,12 @@ struct AttentionShape {
   // at d = 64, one unit a block, right after the barrier that ends its P V (1-2% faster non-causal,
   // 2-4% causal: runs 46 and 49).
   static constexpr bool kReleaseAtBarrier = HeadDim == 64;
+  // Whether a unit's warps meet at a named barrier after each P V, so that thread 0 releases the
+  // stage for the unit (one arrival a unit), or each warp releases it on its own (its lane 0: 4
+  // arrivals a unit) and the warps meet once, after the loop. Without the barrier the non-causal
+  // d = 128 kernel was 1.5-1.6% faster at N = 8K and 0.4-0.8% at 16K, the causal ones 0.8-0.9%
+  // slower, d = 64 0.5-0.9% slower (runs 59-60 of results/attention-gpu/runs/variants/2026-11-28/).
+  static constexpr bool barrier_in_loop(bool causal) { return HeadDim == 64 || causal; }
   // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
   // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
   // unit 0's Q tile landed. Asked for with the ring's 128 KB, the Q tiles that the first Q K^T
@@ -564,15 +570,19 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
                           Shape::kVBytes, &full[stage]);
     sm90::mbarrier_arrive(&full[stage]);
   };
-  // KV block i's stage is free for this unit once all its warps passed the unit barrier after its
-  // P V (their wgmma reads of it complete at their waits). At d = 128 thread 0 releases block i - 1
-  // while Q K^T of block i runs, where every warp of the unit waits anyway: released right after
-  // the barrier, it held warp 0 some 300 cycles behind the unit's other warps at the next Q K^T, a
-  // wgmma that starts when all 4 have issued it (run39-run42 of
+  // KV block i's stage is free for this unit once all its warps' P V waits returned (their wgmma
+  // reads of it complete there): thread 0 releases it past the unit barrier that follows them, or,
+  // without that barrier (Shape::barrier_in_loop), each warp's lane 0 releases it for its warp. At
+  // d = 128 block i - 1 is released while Q K^T of block i runs, where every warp of the unit waits
+  // anyway (each warp releasing block i right after its P V wait was 0.4% slower at N = 8K, run60):
+  // thread 0's release right after the barrier held warp 0 some 300 cycles behind the unit's other
+  // warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
   // results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
   // release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
+  constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
+  constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;
   const auto release = [&](int i) {
-    if (thread == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
+    if (kBarrierInLoop ? thread == 0 : thread % 32 == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
   };
   // Block i's stage takes block i + kStages once every unit reading block i released it. The units
   // take turns at refilling in order; a unit that does not read block i + kStages leaves its turn
@@ -586,7 +596,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     if (thread != 0 || i < 0 || next >= block_kv_count) return;
     if (w != (kv_count_of(block * kUnits + turn) > next ? turn : last_unit)) return;
     const int stage = Shape::stage_of(i), readers = readers_of(i);
-    if (readers < kUnits) sm90::mbarrier_arrive(&empty[stage], kUnits - readers);
+    if (readers < kUnits) sm90::mbarrier_arrive(&empty[stage], (kUnits - readers) * kReleasesPerUnit);
     sm90::mbarrier_wait(&empty[stage], Shape::parity_of(i));
     load_kv(next);
   };
@@ -600,7 +610,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   if (threadIdx.x == 0) {
     for (int s = 0; s < Shape::kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], kUnits);
+      sm90::mbarrier_init(&empty[s], kUnits * kReleasesPerUnit);
     }
   }
   __syncthreads();
@@ -732,7 +742,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     if (Shape::kRefillAtPv) refill(i - 1);
     sm90::wgmma_wait<0>();
     sm90::fence_registers(r_acc);
-    sm90::barrier_sync(Shape::kUnitDone + w, 128);
+    if constexpr (kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);
     if (Shape::kReleaseAtBarrier) release(i);
     // Step 9: two-level accumulation.
 #pragma unroll
@@ -740,6 +750,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   }
 
   if (!Shape::kReleaseAtBarrier) release(kv_count - 1);
+  if constexpr (!kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);  // the Q tile free
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
   const int lane = threadIdx.x % 32, quad = lane & ~3;
