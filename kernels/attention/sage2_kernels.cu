@@ -574,13 +574,13 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // reads of it complete there): thread 0 releases it past the unit barrier that follows them, or,
   // without that barrier (Shape::barrier_in_loop), each warp's lane 0 releases it for its warp. At
   // d = 128 block i - 1 is released while Q K^T of block i runs, where every warp of the unit waits
-  // anyway (each warp releasing block i right after its P V wait was 0.4% slower at N = 8K, run60):
-  // thread 0's release right after the barrier held warp 0 some 300 cycles behind the unit's other
-  // warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
+  // anyway (each warp releasing block i right after its P V wait instead: 1.1% slower at N = 8K,
+  // run60); thread 0's release right after the barrier held warp 0 some 300 cycles behind the unit's
+  // other warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
   // results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
   // release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
-  constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;
+  constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;  // thread 0, or each warp's lane 0
   const auto release = [&](int i) {
     if (kBarrierInLoop ? thread == 0 : thread % 32 == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
   };
