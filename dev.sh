@@ -56,7 +56,7 @@ case "${1:-}" in
     echo "== 1/4 formats: a tour of the number formats and their rounding rules"
     "$lowbit" tour
     echo "== 2/4 tensor cores: every recorded GPU tile recomputed by the emulator, bit for bit"
-    "$lowbit" verify-vectors results/vectors/*.jsonl.gz results/vectors/*/*.jsonl.gz |
+    "$lowbit" verify-vectors verification/vectors/*.jsonl.gz verification/vectors/*/*.jsonl.gz |
       tee "$out/verify-vectors.txt" | tail -n 1
     echo "== 3/4 the attention kernel on the GPU against its emulation, bit for bit (where there is one)"
     gpu_status=0

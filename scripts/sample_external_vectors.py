@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The sample of Khattak & Mikaitis' tensor-core tiles kept in results/vectors/external/.
+"""The sample of Khattak & Mikaitis' tensor-core tiles kept in verification/vectors/external/.
 
 usage: scripts/sample_external_vectors.py SHARED_DIR OUT_DIR [--every 10]
 

@@ -1,4 +1,4 @@
-// The instructions behind Khattak & Mikaitis' recorded tiles (results/vectors/external/), as nvcc
+// The instructions behind Khattak & Mikaitis' recorded tiles (verification/vectors/external/), as nvcc
 // compiles them: the WMMA shapes their programs use and the mma.sync forms we model. Compiled to
 // SASS and counted by scripts/sass_external_instructions.sh; nothing here runs.
 #include <cstdint>

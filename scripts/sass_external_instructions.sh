@@ -2,7 +2,7 @@
 # Which SASS tensor-core instructions nvcc makes of the instructions behind Khattak & Mikaitis'
 # tiles, per architecture: compiles scripts/sass_external_instructions.cu to a cubin for each and
 # counts the MMA, unpack (F2FP) and add (FADD, HADD2) opcodes of every kernel.
-#   usage: scripts/sass_external_instructions.sh > results/vectors/external/sass.txt
+#   usage: scripts/sass_external_instructions.sh > verification/vectors/external/sass.txt
 # Needs nvcc and nvdisasm (the CUDA toolkit's, or PyPI's nvidia-cuda-nvdisasm: NVDISASM=path).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the manifest of the recorded MMA vector files: the number of tiles (lines) of every
-*.jsonl.gz / *.jsonl file under results/vectors/, one file a line, sorted by path.
+*.jsonl.gz / *.jsonl file under verification/vectors/, one file a line, sorted by path.
 
-usage: scripts/vector_manifest.py [DIR] > DIR/manifest.txt      (DIR: results/vectors)
+usage: scripts/vector_manifest.py [DIR] > DIR/manifest.txt      (DIR: verification/vectors)
 
 The ctests verify_vectors_* take their files and expected tile counts from the manifest, and
 test_mma_vectors checks it against the files both ways, so a deleted line or file fails a test.
@@ -14,7 +14,7 @@ import sys
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else "results/vectors"
+    root = sys.argv[1] if len(sys.argv) > 1 else "verification/vectors"
     rows = []
     for folder, _, names in os.walk(root):
         for name in names:
@@ -24,8 +24,8 @@ def main():
                     rows.append((os.path.relpath(path, root), f.read().count(b"\n")))
     if not rows:
         sys.exit(f"{root}: no *.jsonl.gz or *.jsonl files")
-    print("# Tiles (lines) of each recorded vector file under results/vectors/.")
-    print("# Written by scripts/vector_manifest.py > results/vectors/manifest.txt; checked by test_mma_vectors.")
+    print("# Tiles (lines) of each recorded vector file under verification/vectors/.")
+    print("# Written by scripts/vector_manifest.py > verification/vectors/manifest.txt; checked by test_mma_vectors.")
     for path, lines in sorted(rows):
         print(f"{lines} {path}")
 

@@ -1,6 +1,6 @@
 // Reading and writing MMA test-vector files line by line, plain (.jsonl) or gzip-compressed (.jsonl.gz):
 // wide wgmma tiles (m64n256) make files of tens of megabytes that compress about 2.5x, so
-// recorded vectors are kept compressed in results/vectors/ (zlib reads both kinds alike).
+// recorded vectors are kept compressed in verification/vectors/ (zlib reads both kinds alike).
 #pragma once
 
 #include <cstddef>

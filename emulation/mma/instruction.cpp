@@ -96,8 +96,8 @@ const ModelSource kHopperInteger{"exact s32 sum, wrapped or saturated (PTX ISA);
                                  Verification::verified, ""};
 const ModelSource kExactInteger{"exact s32 sum (PTX ISA)", Verification::published, "no such GPU here"};
 // Ampere, Ada, Volta and Blackwell mma.sync: tiles recorded by Khattak & Mikaitis
-// (MATLAB-tensor-core, model_validation; results/vectors/external/), one dot product per tile
-// (D[0][0]); "pinned" means every neighbouring model fails some of them (results/vectors/neighbours.txt).
+// (MATLAB-tensor-core, model_validation; verification/vectors/external/), one dot product per tile
+// (D[0][0]); "pinned" means every neighbouring model fails some of them (verification/vectors/neighbours.txt).
 const ModelSource kAmpereF16{
     "MMA-Sim Ampere/Ada T-FDPA (m16n8k16 in k halves: L=8, F=24, C aligned, RZ fp32); Khattak & Mikaitis' A100TC and "
     "AdaTC agree (fma 8, 1 extra alignment bit); recorded by Khattak & Mikaitis on an A100, an A2, an Ada GPU and an L40S",
@@ -174,7 +174,7 @@ const ModelSource kBlackwellF16Out{
     "reaches them"};
 const ModelSource kBlackwellFp8Sync{
     "the Hopper mma.sync FP8 model (nvcc 13.0 compiles sm_100 and sm_100a mma.sync FP8 to F2FP + two HMMA.16816 + "
-    "FADD/HADD2, as sm_90: results/vectors/external/sass.txt): operands unpacked to f16, L=16 over k mod 4 in {0,1} then {2,3}, F=25, from +0, then an RNE add of C; "
+    "FADD/HADD2, as sm_90: verification/vectors/external/sass.txt): operands unpacked to f16, L=16 over k mod 4 in {0,1} then {2,3}, F=25, from +0, then an RNE add of C; "
     "recorded by Khattak & Mikaitis on a B200",
     Verification::verified,
     "tiles of e4m3.e4m3 and e5m2.e5m2: C added last is pinned (C aligned fails 924 to 1,123 of 2,500 tiles), and for "
@@ -214,7 +214,7 @@ constexpr NRange kWgmmaN{8, 256, 8};
 constexpr NRange kTcgen05N64{8, 256, 8};
 constexpr NRange kTcgen05N128{16, 256, 16};
 
-// Every instruction with tiles in results/vectors/, by the arch the tiles were recorded on: its
+// Every instruction with tiles in verification/vectors/, by the arch the tiles were recorded on: its
 // model's status is "verified", the other names of its family "inferred"; test_mma_vectors checks
 // this list against the files. sm_90: the H200's shared files and the H100 probes' sm90/,
 // sm90-targeted/, sm90-kloop/, sm90-regressions/; every arch: Khattak & Mikaitis' GPUs (external/).

@@ -95,7 +95,7 @@ struct Model {
 
 // How far a model is backed by hardware.
 enum class Verification : std::uint8_t {
-  verified,   // every recorded tile of this exact instruction passes (results/vectors/)
+  verified,   // every recorded tile of this exact instruction passes (verification/vectors/)
   reported,   // measured on our H200 per shared/notes/hopper-numerics-facts.md; no tiles recorded here
   inferred,   // same model as a verified instruction (other N, other input pairing); not recorded
   published,  // a published reference only (MMA-Sim); no such GPU here

@@ -184,7 +184,7 @@ TEST_CASE("tiles survive a gzip JSON Lines round trip", "[probes]") {
 TEST_CASE("every recorded probe tile is regenerated from its seed, index and family", "[probes]") {
   std::size_t regenerated = 0;
   for (const char* folder : {"sm90", "sm90-targeted", "sm90-kloop", "sm90-regressions"})
-    for (const auto& entry : std::filesystem::directory_iterator(std::string(LOWBIT_SOURCE_DIR "/results/vectors/") + folder)) {
+    for (const auto& entry : std::filesystem::directory_iterator(std::string(LOWBIT_SOURCE_DIR "/verification/vectors/") + folder)) {
       const auto error = for_each_line(entry.path().string(), [&](std::size_t, std::string_view line) {
         const auto parsed = parse_tile_line(line);
         REQUIRE(parsed.tile.has_value());

@@ -1,4 +1,4 @@
-// Every tile recorded on hardware (results/vectors/) against the models, bit for bit; what the
+// Every tile recorded on hardware (verification/vectors/) against the models, bit for bit; what the
 // recorded outputs say about signed zeros and overflow; and which model parameters the recorded
 // tiles pin down (a neighbouring model must fail some tile, or the parameter is not verified).
 #include <catch2/catch.hpp>
@@ -57,8 +57,8 @@ std::vector<Tile> shared_h200_tiles() { return tiles_in(std::filesystem::directo
 // Every recorded tile: the H200's and the probes' (sm90/, sm90-regressions/).
 std::vector<Tile> all_tiles() { return tiles_in(std::filesystem::recursive_directory_iterator(kVectors)); }
 
-// The committed manifest (results/vectors/manifest.txt, "<tiles> <file>" a line): every vector
-// file, relative to results/vectors, with its number of tiles.
+// The committed manifest (verification/vectors/manifest.txt, "<tiles> <file>" a line): every vector
+// file, relative to verification/vectors, with its number of tiles.
 std::map<std::string, std::size_t> manifest() {
   std::ifstream in(kVectors / "manifest.txt");
   REQUIRE(in);
@@ -109,17 +109,17 @@ TEST_CASE("the manifest lists every recorded vector file with its exact number o
     if (const auto name = entry.path().string(); name.ends_with(".jsonl.gz") || name.ends_with(".jsonl"))
       on_disk.insert(entry.path().lexically_relative(kVectors).string());
   for (const auto& file : on_disk) {
-    INFO(file << " is not in results/vectors/manifest.txt (scripts/vector_manifest.py writes it)");
+    INFO(file << " is not in verification/vectors/manifest.txt (scripts/vector_manifest.py writes it)");
     CHECK(listed.contains(file));
   }
   std::size_t tiles = 0;
   for (const auto& [file, count] : listed) {
-    INFO(file << " is listed in results/vectors/manifest.txt");
+    INFO(file << " is listed in verification/vectors/manifest.txt");
     REQUIRE(on_disk.contains(file));
     CHECK(raw_lines(kVectors / file).size() == count);
     tiles += count;
   }
-  fmt::print("results/vectors/manifest.txt: {} files, {} tiles, as recorded\n", listed.size(), tiles);
+  fmt::print("verification/vectors/manifest.txt: {} files, {} tiles, as recorded\n", listed.size(), tiles);
 }
 
 TEST_CASE("every recorded tile passes bit for bit", "[mma][vectors]") {
