@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call timing versions of the attention kernel's source side by side (how the kernel
-# changes of 2026-11-25 were chosen: results/attention-gpu/runs/variants/2026-11-25/). Run from the
+# changes of 2026-11-25 were chosen: f6dfbb2:results/attention-gpu/runs/variants/2026-11-25/). Run from the
 # repository root on the GPU machine; it configures and builds there (CMake, sm_90a).
 #   The working tree's kernel is variant $WT (default "tree"); each $SOURCES/NAME.cu (default
 #   variants/*.cu) replaces kernels/attention/sage2_kernels.cu for a build of its own, and each

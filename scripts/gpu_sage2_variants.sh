@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call comparing kernel builds side by side, then the full device script on the fastest
-# (how 6a1d0c3 was chosen: results/attention-gpu/runs/variants/). Run from the repository root.
+# (how 6a1d0c3 was chosen: f6dfbb2:results/attention-gpu/runs/variants/). Run from the repository root.
 # Each variants/NAME/ holds check_sage2_gpu, bench_attention, lowbit and GIT_SHA of one commit,
 # built beforehand (cmake --build build --target check_sage2_gpu bench_attention lowbit); the first
 # of VARIANTS is the kernel already checked in full. Per variant: the smoke test (a failing variant

@@ -422,7 +422,7 @@ struct AttentionShape {
   static constexpr int kStages = HeadDim == 128 ? 4 : 2;
   // Where a unit refills the stage of the block before: while its P V runs at d = 128 (work in the
   // shorter Q K^T wait held the unit back: 2-3% of the kernel's time at N = 8K, runs 44-46 of
-  // results/attention-gpu/runs/variants/2026-11-27/), while its Q K^T runs at d = 64 (2 stages:
+  // f6dfbb2:results/attention-gpu/runs/variants/2026-11-27/), while its Q K^T runs at d = 64 (2 stages:
   // refilled at P V, the ring holds too little ahead).
   static constexpr bool kRefillAtPv = HeadDim == 128;
   // Where a unit releases a stage: at d = 128 while its next Q K^T runs (`release` in the kernel);
@@ -433,14 +433,14 @@ struct AttentionShape {
   // stage for the unit (one arrival a unit), or each warp releases it on its own (its lane 0: 4
   // arrivals a unit) and the warps meet once, after the loop. Without the barrier the non-causal
   // d = 128 kernel was 1.5-1.6% faster at N = 8K and 0.4-0.8% at 16K, the causal ones 0.8-0.9%
-  // slower, d = 64 0.5-0.9% slower (runs 59-60 of results/attention-gpu/runs/variants/2026-11-28/).
+  // slower, d = 64 0.5-0.9% slower (runs 59-60 of f6dfbb2:results/attention-gpu/runs/variants/2026-11-28/).
   static constexpr bool barrier_in_loop(bool causal) { return HeadDim == 64 || causal; }
   // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
   // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
   // unit 0's Q tile landed. Asked for with the ring's 128 KB, the Q tiles that the first Q K^T
   // needs came later (a block's entry took 3929 cycles to its first KV block, 3263 this way), and
   // the kernel took 2.0-2.7% longer at N = 8K, 1.6-2.2% at 16K; asking for the Q tiles first but
-  // all stages at once gains nothing (runs 53-55 of results/attention-gpu/runs/variants/2026-11-28/).
+  // all stages at once gains nothing (runs 53-55 of f6dfbb2:results/attention-gpu/runs/variants/2026-11-28/).
   // Causal (0.1-1.2% slower this way) and at d = 64 (four blocks an SM), the stages first.
   static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
@@ -577,7 +577,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // anyway (each warp releasing block i right after its P V wait instead: 1.1% slower at N = 8K,
   // run60); thread 0's release right after the barrier held warp 0 some 300 cycles behind the unit's
   // other warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
-  // results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
+  // f6dfbb2:results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
   // release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
   constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;  // thread 0, or each warp's lane 0
