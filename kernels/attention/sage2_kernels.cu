@@ -409,7 +409,7 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 
 // ---- attention -----------------------------------------------------------------------------------
 // How the units share the SM, per head dimension (chosen side by side on an H100,
-// results/bench_attention/README.md): at d = 128, three warpgroups in one block share a ring of 4
+// docs/attention-kernel-history.md): at d = 128, three warpgroups in one block share a ring of 4
 // stages (the L2 then sends each K/V block once per 192 query rows, a third of the energy of one
 // warpgroup per block; the kernel runs at the GPU's power limit); at d = 64, one warpgroup per
 // block and four blocks per SM.
