@@ -27,7 +27,7 @@ using namespace lowbit::mma;
 
 namespace {
 
-const std::filesystem::path kVectors = std::filesystem::path(LOWBIT_SOURCE_DIR) / "results" / "vectors";
+const std::filesystem::path kVectors = std::filesystem::path(LOWBIT_SOURCE_DIR) / "verification" / "vectors";
 
 std::vector<Tile> read_tiles(const std::filesystem::path& file) {
   std::vector<Tile> tiles;
