@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
@@ -143,6 +144,7 @@ struct Context {
   Shape shape;
   bool causal;
   float softmax_scale_log2;
+  float softmax_scale;  // flash2's LSE: 1 / sqrt(d) as a float
   bool qk_values, qk_integer, pv_values;  // products of values (fp32-fma, wide); exact integer QK^T
   std::optional<mma::Instruction> qk, pv;
   std::optional<mma::WideAccumulation> qk_wide, pv_wide;
@@ -355,10 +357,16 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   std::vector<RowState> state(n_rows);
   std::vector<float> o(n_rows * std::size_t(dv), 0.0f), alpha(n_rows), delta(n_keys);
   MatrixF s(rows, bkv), p(rows, bkv);
-  // Fused exponent argument: s keeps the accumulators (exact) and pair_scale their fused scales.
-  const bool fused = pl.exponential.fused();
+  // Fused exponent argument: s keeps the accumulators (exact) and pair_scale their fused scales;
+  // flash2 keeps the raw accumulators (its scale is one per head).
+  const bool flash2 = pl.softmax == Softmax::flash2;
+  const bool fused = pl.exponential.fused() && !flash2;
   MatrixF pair_scale(fused ? rows : 0, fused ? bkv : 0);
   const auto put_score = [&](int r, int c, float acc, float scale) {
+    if (flash2) {
+      s(r, c) = acc;
+      return;
+    }
     if (!fused) {
       s(r, c) = steps::dequantize_score(acc, scale);
       return;
@@ -426,7 +434,18 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       }
 
     // 2-6. Online softmax, row by row.
-    for (int r = 0; r < rows; ++r) {
+    for (int r = 0; r < rows && flash2; ++r) {
+      RowState& st = state[std::size_t(r)];
+      float m = st.m;
+      for (int c = 0; c < bkv; ++c) m = std::max(m, s(r, c));
+      alpha[std::size_t(r)] = flash2::rescale(st.m, m, cx.softmax_scale_log2);
+      const float scaled_max = flash2::scaled_max(m, cx.softmax_scale_log2);
+      for (int c = 0; c < bkv; ++c) p(r, c) = flash2::probability(s(r, c), cx.softmax_scale_log2, scaled_max);
+      for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
+        st.lanes[lane] = flash2::lane_sum(st.lanes[lane], alpha[std::size_t(r)], &p(r, 0), bkv, lane);
+      st.m = m;
+    }
+    for (int r = 0; r < rows && !flash2; ++r) {
       RowState& st = state[std::size_t(r)];
       float m = st.m;
       for (int c = 0; c < bkv; ++c)
@@ -513,15 +532,17 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   // The end of each row.
   for (int r = 0; r < rows; ++r) {
     const RowState& st = state[std::size_t(r)];
-    const float l = steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
-    const float inverse = steps::inverse_row_sum(l);
+    const float l = flash2 ? flash2::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3])
+                           : steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
+    const float inverse = flash2 ? flash2::inverse_row_sum(l) : steps::inverse_row_sum(l);
     for (int c = 0; c < dv; ++c) {
       float y = steps::normalize_output(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], inverse,
                                         kv.v_scale[std::size_t(c)]);
       if (pl.smoothing.v) y = steps::add_value_mean(y, kv.v.mean[std::size_t(c)]);
       out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] = y;
     }
-    lse[first_row + r] = pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
+    lse[first_row + r] = flash2 ? flash2::log_sum_exp(st.m, l, cx.softmax_scale)
+                                : pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
   }
   return macs;
 }
@@ -559,7 +580,10 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   check_finite(k, options.k_name);
   check_finite(v, options.v_name);
 
-  Context cx{pl, {}, options.causal, steps::softmax_scale_log2(q.dim), pl.qk.on_values(), false, pl.pv.on_values(),
+  const bool flash2 = pl.softmax == Softmax::flash2;
+  Context cx{pl, {}, options.causal,
+             flash2 ? flash2::softmax_scale_log2(q.dim) : steps::softmax_scale_log2(q.dim), flash2::softmax_scale(q.dim),
+             pl.qk.on_values(), false, pl.pv.on_values(),
              std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   if (pl.qk.has_instruction()) cx.qk = pl.qk_instruction();
   if (pl.pv.has_instruction()) cx.pv = pl.pv_instruction(v.dim);

@@ -24,6 +24,8 @@
 //   8-9. two-level: R = P V through the PV instruction, a fresh accumulator (+0) per flush
 //      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
 //      in place (FlashAttention-2/3): o = alpha o, then o = the PV instruction from C = o
+// The softmax stage flash2 replaces steps 2-6 and the end of each row by PyTorch's FlashAttention-2
+// (flash2_steps.hpp).
 // After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
 // (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
 // bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).
@@ -181,6 +183,11 @@ struct ExponentialStage {
   std::string name() const;
 };
 
+// Which per-row softmax steps run: the contract of kernel_steps.hpp (lowbit's kernels and the papers'
+// presets), or PyTorch's FlashAttention-2 as released (flash2_steps.hpp: raw-score maxima, exp2f,
+// running lane sums, 1 / l, MUFU.LG2 in the LSE), which takes unscaled fp16/bf16 Q, K, V, P and o in place.
+enum class Softmax : std::uint8_t { contract, flash2 };
+
 struct TilingStage {
   int block_q = 128;   // queries per thread block
   int block_kv = 64;   // keys per KV block
@@ -201,7 +208,9 @@ struct Pipeline {
   PStage p;
   AccumulationStage accumulation;
   ExponentialStage exponential;
-  Format output = formats::fp16;  // the format the output is rounded to (to nearest even)
+  Softmax softmax = Softmax::contract;
+  Format output = formats::fp16;
+  bool kernel_output = false;  // a released kernel's preset: the output format is the kernel's, whatever the inputs' are  // the format the output is rounded to (to nearest even)
 
   // Why this pipeline cannot run on heads of dimension head_dim (values: value_dim), or nothing.
   std::optional<std::string> validate(int head_dim, int value_dim) const;

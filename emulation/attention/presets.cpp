@@ -3,6 +3,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "emulation/attention/pipeline.hpp"
 
 namespace lowbit::attention {
@@ -54,6 +56,28 @@ Pipeline fa2(bool bf16) {
   p.accumulation = {Accumulation::in_place, 0};
   p.exponential.exact = true;
   p.output = f;
+  return p;
+}
+
+// PyTorch 2.11's flash backend on Hopper (flash2_steps.hpp): FlashAttention-2's forward with the tiles
+// flash_fwd_launch_template.h picks on sm_90 (the names are in libtorch_cuda.so's sm_90 kernels).
+Pipeline sdpa_flash(bool bf16, int head_dim) {
+  if (head_dim != 64 && head_dim != 128)
+    throw std::invalid_argument(fmt::format(
+        "preset sdpa-flash-{}: head dimension {} is not modelled (PyTorch's flash kernels are modelled at d = 64 and "
+        "128: 128 x 128 and 128 x 64 tiles)", bf16 ? "bf16" : "fp16", head_dim));
+  Pipeline p = fa2(bf16);
+  p.name = bf16 ? "sdpa-flash-bf16" : "sdpa-flash-fp16";
+  p.follows = std::string("PyTorch 2.11's scaled_dot_product_attention, flash backend (the FlashAttention-2 kernel it "
+                          "vendors, aten::_scaled_dot_product_flash_attention), ") + (bf16 ? "bf16" : "fp16") +
+              ", on Hopper as torch 2.11.0+cu130's sm_90 code runs it (flash2_steps.hpp); tiles 128 x " +
+              (head_dim == 64 ? "128" : "64") + ", 4 warps, KV blocks last to first. Checked on an H100 "
+              "(verification/captures/sdpa-flash). Not modelled: its split-KV kernel, which PyTorch picks when batch x "
+              "heads x ceil(N / 64) < 0.8 x 2 x the GPU's SMs (211 on an H100 SXM)";
+  p.tiling = {128, head_dim == 64 ? 128 : 64, 4, KvOrder::descending};
+  p.softmax = Softmax::flash2;
+  p.exponential.exact = false;
+  p.kernel_output = true;
   return p;
 }
 
@@ -213,6 +237,8 @@ const std::vector<PresetInfo>& preset_list() {
       {"fp32", "every stage fp32 (fma chains, no quantization)"},
       {"fa2-fp16", "FlashAttention-2, fp16, mma.sync (Hopper)"},
       {"fa2-bf16", "FlashAttention-2, bf16, mma.sync (Hopper)"},
+      {"sdpa-flash-fp16", "PyTorch 2.11's SDPA flash kernel (FlashAttention-2), fp16, as released: bit for bit on an H100"},
+      {"sdpa-flash-bf16", "the same, bf16"},
       {"sage1", "SageAttention: INT8 per-block QK, smooth K, fp16 P V with fp16 accumulator (Ada)"},
       {"sage2-8b", "SageAttention2-8b on Hopper: the kernel's recipe (sage2_hopper.hpp)"},
       {"sage2-8b-ex2", "sage2-8b with SageAttention2's kernel's exponential: MUFU.EX2 (emulated bit for bit) of one "
@@ -231,6 +257,8 @@ Pipeline preset(std::string_view name, int head_dim) {
   if (name == "fp32") return fp32();
   if (name == "fa2-fp16") return fa2(false);
   if (name == "fa2-bf16") return fa2(true);
+  if (name == "sdpa-flash-fp16") return sdpa_flash(false, head_dim);
+  if (name == "sdpa-flash-bf16") return sdpa_flash(true, head_dim);
   if (name == "sage1") return sage1();
   if (name == "sage2-8b") return sage2_8b(head_dim, steps::Exp2Unit::polynomial);
   if (name == "sage2-8b-ex2") return sage2_8b(head_dim, steps::Exp2Unit::sm90_ex2);

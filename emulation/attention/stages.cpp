@@ -315,6 +315,16 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     if (why) return why;
   if (auto why = lowbit::validate(output)) return "output format: " + *why;
   if (output.is_integer()) return "output format " + format_name(output) + " is an integer format";
+  if (softmax == Softmax::flash2) {
+    for (const auto* op : {&q, &k, &v})
+      if (op->granularity != Granularity::none)
+        return "softmax=flash2 takes unscaled Q, K, V (granularity none: fp16 or bf16 values, as FlashAttention-2 reads them)";
+    if (smoothing.q || smoothing.k || smoothing.v || smoothing.transform != Transform::none)
+      return "softmax=flash2 has no smoothing or transform (FlashAttention-2 has none)";
+    if (accumulation.mode != Accumulation::in_place) return "softmax=flash2 accumulates P V in place (accumulation=in-place)";
+    if (p.scale != PScale::static_exponent || p.log2_scale != 0)
+      return "softmax=flash2 casts P in [0, 1] as it is (p=FORMAT:log2=0)";
+  }
   if (exponential.fused() && smoothing.q)
     return "exp2-argument=fused: Q smoothing corrects the scaled score before the exponent; fused needs smooth-q=off";
   if (smoothing.transform == Transform::hadamard && !power_of_two(head_dim))
@@ -497,6 +507,9 @@ const std::vector<StageInfo>& stage_list() {
       {"exp2-argument", "rounded|fused",
        "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
        "(one; SageAttention2's kernel)"},
+      {"softmax", "contract|flash2",
+       "the per-row softmax steps: the contract's (kernel_steps.hpp), or PyTorch's FlashAttention-2 as released "
+       "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's)"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
   };
   return list;
@@ -597,6 +610,10 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     const auto argument = parse_enum(kExpArguments, value);
     if (!argument) return error("not rounded or fused");
     pl.exponential.argument = *argument;
+  } else if (key == "softmax") {
+    if (value == "contract") pl.softmax = Softmax::contract;
+    else if (value == "flash2") pl.softmax = Softmax::flash2;
+    else return error("not contract or flash2");
   } else if (key == "output") {
     const ParsedFormat f = parse_format(value);
     if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))
@@ -633,6 +650,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
       {"exp2", pl.exponential.name()},
       {"exp2-argument", std::string(name_of(kExpArguments, pl.exponential.argument))},
+      {"softmax", pl.softmax == Softmax::flash2 ? "flash2" : "contract"},
       {"output", format_name(pl.output)},
   };
 }

@@ -72,4 +72,12 @@ __device__ inline float sm90_ex2(float x) {
 }
 #endif
 
+// CUDA's exp2f built without --use_fast_math (PyTorch's FlashAttention-2; its sm_90 SASS): MUFU.EX2 of
+// x at x >= -126 (and NaN), else MUFU.EX2 of x / 2 squared, which keeps results below 2^-126.
+LOWBIT_HD inline float sm90_exp2f(float x) {
+  if (!(x < -126.0f)) return sm90_ex2(x);
+  const float half = sm90_ex2(x * 0.5f);  // exact halving
+  return half * half;
+}
+
 }  // namespace lowbit::sfu

@@ -4,6 +4,8 @@
 // bit for bit).
 #include <bit>
 #include <chrono>
+#include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "emulation/attention/pipeline.hpp"
+#include "emulation/convert.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/common/results.hpp"
 #include "numerics/attention_reference.hpp"
@@ -29,7 +32,7 @@ namespace {
 
 struct AttentionArgs {
   std::string command;
-  std::string preset, q, k, v, out, metrics_json;
+  std::string preset, q, k, v, out, metrics_json, out_lse, against, against_lse;
   std::vector<std::string> sets;
   bool causal = false;
   unsigned threads = 0;
@@ -46,6 +49,7 @@ struct AttentionRun {
   double seconds = 0;                                  // emulation or GPU (kernels and copies)
   std::string timing;                                  // what `seconds` measured
   nlohmann::json extra = nlohmann::json::object();     // --check's counts, the GPU
+  std::vector<float> lse;                              // emulated: [batch, heads, tokens]
 };
 
 Format format_of(ElementType t) {
@@ -70,7 +74,7 @@ std::string help_footer() {
 
 attention::Pipeline make_pipeline(const AttentionArgs& a, const TensorFile& q, const TensorFile& v) {
   attention::Pipeline pipeline = attention::preset(a.preset, q.tensor.dim);
-  pipeline.output = format_of(q.type);
+  if (!pipeline.kernel_output) pipeline.output = format_of(q.type);
   for (const auto& s : a.sets)
     if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument("--set " + s + ": " + *why);
   if (auto why = pipeline.validate(q.tensor.dim, v.tensor.dim))
@@ -93,6 +97,7 @@ AttentionRun run_emulated(const AttentionArgs& a, const TensorFile& q, const Ten
   AttentionRun run{r.rounded_output(), pipeline.output, "preset " + pipeline.name + ": " + pipeline.follows,
                    attention::stage_values(pipeline),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), "emulated"};
+  run.lse = r.lse;
   return run;
 }
 
@@ -162,6 +167,62 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
 }
 #endif
 
+// --against: a kernel's output (and LSE) against the emulated one, every code. Prints the count
+// that differ, their distance in units in the last place of the output format, the first
+// differing element and whether its row's LSE differs too; returns the count that differ.
+std::uint64_t compare_with_kernel(const AttentionArgs& a, const AttentionRun& run) {
+  const Tensor4 kernel = read_tensor_file(a.against).tensor;
+  const Tensor4& emulated = run.rounded;
+  if (kernel.batch != emulated.batch || kernel.heads != emulated.heads || kernel.tokens != emulated.tokens ||
+      kernel.dim != emulated.dim)
+    throw std::invalid_argument("--against " + a.against + ": shape " + kernel.shape_text() +
+                                ", the emulated output is " + emulated.shape_text());
+  std::vector<float> kernel_lse;
+  if (!a.against_lse.empty()) {
+    const NpyArray lse = read_npy(a.against_lse);
+    if (lse.data.size() != run.lse.size())
+      throw std::invalid_argument(fmt::format("--against-lse {}: {} values, the emulated LSE has {} ([batch, heads, tokens])",
+                                              a.against_lse, lse.data.size(), run.lse.size()));
+    kernel_lse = lse.data;
+  }
+  const auto same = [](float x, float y) { return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y); };
+  std::uint64_t differ = 0, lse_differ = 0;
+  std::map<std::int64_t, std::uint64_t> ulps;  // |code distance| -> count
+  std::optional<std::size_t> first;
+  const std::size_t n = emulated.values.size(), dim = std::size_t(emulated.dim);
+  // A signed ordinal of an output code, so that neighbouring values are one apart across zero.
+  const auto ordinal = [&](float x) -> std::int64_t {
+    const Code c = encode(run.output, x, {Rounding::nearest_even, Overflow::inf});
+    const std::int64_t magnitude = std::int64_t(c & run.output.magnitude_mask());
+    return c & run.output.sign_mask() ? -magnitude : magnitude;
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (same(kernel.values[i], emulated.values[i])) continue;
+    ++differ;
+    if (!first) first = i;
+    const bool finite = std::isfinite(kernel.values[i]) && std::isfinite(emulated.values[i]);
+    ++ulps[finite ? std::abs(ordinal(kernel.values[i]) - ordinal(emulated.values[i])) : -1];
+  }
+  for (std::size_t i = 0; i < kernel_lse.size(); ++i) lse_differ += !same(kernel_lse[i], run.lse[i]);
+  fmt::print("against {}: {} of {} output codes differ\n", a.against, differ, n);
+  if (!kernel_lse.empty()) fmt::print("against {}: {} of {} LSE values differ\n", a.against_lse, lse_differ, kernel_lse.size());
+  for (const auto& [distance, count] : ulps)
+    fmt::print("  {:>12} codes {}\n", count, distance < 0 ? std::string("NaN/Inf on one side") : fmt::format("{} ulp apart", distance));
+  if (first) {
+    const std::size_t row = *first / dim, t = std::size_t(emulated.tokens), h = std::size_t(emulated.heads);
+    fmt::print("  first: [batch {}, head {}, row {}, column {}]: kernel {} emulated {}", row / t / h, row / t % h, row % t,
+               *first % dim, kernel.values[*first], emulated.values[*first]);
+    if (!kernel_lse.empty())
+      if (same(kernel_lse[row], run.lse[row]))
+        fmt::print("; the row's LSE agrees (the P V product differs)\n");
+      else
+        fmt::print("; the row's LSE differs too (the softmax statistics), kernel {} emulated {}\n", kernel_lse[row], run.lse[row]);
+    else
+      fmt::print("\n");
+  }
+  return differ + lse_differ;
+}
+
 int run_attention(const AttentionArgs& a) {
   const TensorFile q = read_tensor_file(a.q), k = read_tensor_file(a.k), v = read_tensor_file(a.v);
   AttentionRun run;
@@ -177,6 +238,9 @@ int run_attention(const AttentionArgs& a) {
   } else {
     if (a.check) throw std::invalid_argument("--check compares the GPU kernel with the emulation: it needs --device gpu");
     run = run_emulated(a, q, k, v);
+  }
+  if (a.device == "gpu" && (!a.against.empty() || !a.out_lse.empty())) {
+    throw std::invalid_argument("--against and --out-lse compare and write the emulated preset: leave out --device gpu");
   }
   const auto start = std::chrono::steady_clock::now();
   const ReferenceAttention ref = reference_attention(q.tensor, k.tensor, v.tensor, {.causal = a.causal, .threads = a.threads});
@@ -199,6 +263,12 @@ int run_attention(const AttentionArgs& a) {
     write_npy(a.out, shape, run.rounded.values);
     fmt::print("wrote {} (float32 holding the {} output)\n", a.out, format_name(run.output));
   }
+  if (!a.out_lse.empty()) {
+    write_npy(a.out_lse, {std::size_t(run.rounded.batch), std::size_t(run.rounded.heads), std::size_t(run.rounded.tokens)},
+              run.lse);
+    fmt::print("wrote {} (the emulated log-sum-exp, float32 [batch, heads, tokens])\n", a.out_lse);
+  }
+  const std::uint64_t against_differ = a.against.empty() ? 0 : compare_with_kernel(a, run);
   if (!a.metrics_json.empty()) {
     nlohmann::json stages = nlohmann::json::object();
     for (const auto& [stage, value] : run.stages) stages[stage] = value;
@@ -220,7 +290,7 @@ int run_attention(const AttentionArgs& a) {
   if (run.extra.contains("check") &&
       (run.extra["check"]["mismatches"].get<std::uint64_t>() || run.extra["check"]["lse_mismatches"].get<std::uint64_t>()))
     return 1;
-  return 0;
+  return against_differ ? 1 : 0;
 }
 
 }  // namespace
@@ -240,6 +310,11 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
   cmd->add_flag("--causal", args->causal, "causal mask, top-left (key j visible to query i when j <= i)");
   cmd->add_option("--set", args->sets, "STAGE=VALUE: change one stage of the preset (repeatable)");
   cmd->add_option("--out", args->out, "write the rounded output here (.npy, float32, [batch, heads, tokens, dim])");
+  cmd->add_option("--out-lse", args->out_lse, "write the emulated log-sum-exp here (.npy, float32, [batch, heads, tokens])");
+  cmd->add_option("--against", args->against,
+                  "a kernel's output (.npy, [batch, heads, tokens, dim]) to compare with the preset's, every code: prints "
+                  "the count that differ, their ulp distances and the first; exits 1 when any differ");
+  cmd->add_option("--against-lse", args->against_lse, "with --against: the kernel's LSE (.npy, [batch, heads, tokens]), compared bit for bit");
   cmd->add_option("--metrics-json", args->metrics_json, "write cosine, rel_l1, rmse, max_abs (and the run) as JSON");
   cmd->add_option("--threads", args->threads, "threads (0: every core)")->capture_default_str();
   cmd->add_option("--device", args->device,

@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""Capture what a released attention kernel writes, bit for bit, for lowbit to replay.
+
+Two steps:
+  capture.py inputs DIR [--only NAME]
+                                  (numpy only; here) writes the capture set's inputs: for each
+                                  configuration NAME of CONFIGS, DIR/NAME.{q,k,v}.npy (float32 values
+                                  already rounded to the kernel's input format, [batch, heads, tokens,
+                                  dim]) and DIR/set.json (shapes, causal, format, seed, distribution).
+  capture.py run DIR OUT --kernel KERNEL [--kernel ...]
+                                  (on the GPU machine, torch) runs each kernel on each configuration
+                                  and writes OUT/KERNEL/NAME.out.npy (the output the kernel wrote, as
+                                  float32 values, [batch, heads, tokens, dim]), OUT/KERNEL/NAME.lse.npy
+                                  (its log-sum-exp, float32 [batch, heads, tokens]) and
+                                  OUT/KERNEL/provenance.json (package, version, GPU, driver, torch).
+  capture.py run ... --q Q.npy --k K.npy --v V.npy [--causal] --name NAME
+                                  one input of your own instead of a set (float32/float16 .npy).
+
+Kernels:
+  sdpa-flash   PyTorch's flash backend (aten::_scaled_dot_product_flash_attention, the
+               FlashAttention-2 kernel PyTorch vendors) in the set's format (fp16 or bf16); K and V
+               heads repeated for GQA (the kernel reads the same values either way).
+  fa3-fp8      FlashAttention-3's forward (PyPI fa3-fwd, flash_attn_func) on E4M3 Q, K, V with
+               per-(batch, KV head) descales amax / 448 (Q over its head group), bf16 output; the
+               E4M3 codes and descales are written beside the output (NAME.{q,k,v}8.npy as uint8,
+               NAME.descale.npy [3, batch, kv_heads]) so the emulator reads the kernel's own operands.
+  fa3-bf16     FlashAttention-3's forward on bf16 Q, K, V.
+"""
+import argparse
+import datetime
+import hashlib
+import json
+import pathlib
+import platform
+import subprocess
+import sys
+
+import numpy as np
+
+# The capture set: shapes that keep PyTorch's flash backend on its one-pass kernel (batch x heads x
+# ceil(tokens / 64) >= 0.8 x 2 x 132 SMs: below that it splits the keys, flash_api.cpp's
+# num_splits_heuristic), plus one small shape that splits, recorded for the split-KV path.
+CONFIGS = [
+    # name, batch, heads, kv_heads, tokens, dim, causal, format, distribution
+    ("d128-gqa-ragged", 1, 16, 4, 1000, 128, False, "fp16", "outliers"),
+    ("d128-causal", 1, 16, 16, 1000, 128, True, "fp16", "outliers"),
+    ("d64-gqa-causal", 2, 8, 2, 900, 64, True, "fp16", "heavy"),
+    ("d64-heavy", 1, 16, 16, 833, 64, False, "fp16", "heavy"),
+    ("bf16-d128-gqa", 1, 16, 4, 1000, 128, False, "bf16", "outliers"),
+    ("bf16-d64-causal", 2, 8, 8, 900, 64, True, "bf16", "outliers"),
+    ("split-d64", 1, 2, 2, 512, 64, False, "fp16", "outliers"),
+]
+# Real activations: the SmolLM2-135M capture's four layers as a batch of 4 (9 heads, 3 KV heads,
+# d = 64, 1,024 tokens, causal), fp16 as stored.
+SMOLLM2 = pathlib.Path(__file__).resolve().parents[1] / "data" / "smollm2-135m"
+SMOLLM2_LAYERS = ("00", "10", "20", "29")
+
+
+def round_to(x, fmt):
+    """float32 values rounded to nearest even in fp16 or bf16, as torch's .to() does."""
+    x = np.asarray(x, dtype=np.float32)
+    if fmt == "fp16":
+        return x.astype(np.float16).astype(np.float32)
+    bits = x.view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    return rounded.astype(np.uint32).view(np.float32)
+
+
+def make_tensor(rng, shape, distribution, outlier_channels):
+    b, h, n, d = shape
+    if distribution == "heavy":
+        x = rng.standard_t(3, size=shape)  # heavy tails
+    else:
+        x = rng.standard_normal(size=shape)
+    x *= np.exp(0.5 * rng.standard_normal(size=(1, h, 1, d)))  # channel scales
+    if outlier_channels is not None:
+        x[..., outlier_channels] = x[..., outlier_channels] * 8 + 12  # large biased channels (K's outliers)
+    tokens = rng.random(size=(b, h, n, 1)) < 0.01
+    x = np.where(tokens, x * 10, x)  # a few massive tokens
+    return x.astype(np.float32)
+
+
+def make_inputs(name):
+    """The capture set's configuration NAME: (q, k, v) float32 values in its format, and its record."""
+    if name == "smollm2":
+        q, k, v = (np.concatenate([np.load(SMOLLM2 / f"layer{l}_{r}.npy") for l in SMOLLM2_LAYERS]).astype(np.float32)
+                   for r in "qkv")
+        entry = dict(name=name, batch=q.shape[0], heads=q.shape[1], kv_heads=k.shape[1], tokens=q.shape[2], dim=q.shape[3],
+                     causal=True, format="fp16", distribution="SmolLM2-135M layers " + ", ".join(SMOLLM2_LAYERS), seed=None)
+    else:
+        i = [c[0] for c in CONFIGS].index(name)
+        _, b, h, hk, n, d, causal, fmt, dist = CONFIGS[i]
+        rng = np.random.default_rng(1000 + i)
+        outliers = rng.choice(d, size=4, replace=False)
+        q = round_to(make_tensor(rng, (b, h, n, d), dist, None), fmt)
+        k = round_to(make_tensor(rng, (b, hk, n, d), dist, outliers), fmt)
+        v = round_to(make_tensor(rng, (b, hk, n, d), dist, None), fmt)
+        entry = dict(name=name, batch=b, heads=h, kv_heads=hk, tokens=n, dim=d, causal=causal, format=fmt,
+                     distribution=dist, seed=1000 + i)
+    entry["sha256"] = {r: hashlib.sha256(t.tobytes()).hexdigest() for r, t in zip("qkv", (q, k, v))}
+    return (q, k, v), entry
+
+
+def config_names():
+    return [c[0] for c in CONFIGS] + ["smollm2"]
+
+
+def cmd_inputs(args):
+    out = pathlib.Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    entries = []
+    for name in args.only or config_names():
+        tensors, entry = make_inputs(name)
+        for role, t in zip("qkv", tensors):
+            np.save(out / f"{name}.{role}.npy", t)
+        entries.append(entry)
+    (out / "set.json").write_text(json.dumps({"configs": entries, "generator": "experiments/thirdparty/capture.py inputs"},
+                                             indent=1) + "\n")
+    print(f"capture.py: {len(entries)} configurations in {out}")
+
+
+def provenance(kernel, torch):
+    info = {
+        "kernel": kernel,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "gpu": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "command": " ".join(sys.argv),
+    }
+    try:
+        info["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                        capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        info["driver"] = "unknown"
+    if kernel.startswith("fa3"):
+        import importlib.metadata
+        info["package"] = "fa3-fwd " + importlib.metadata.version("fa3-fwd")
+    else:
+        info["package"] = "torch " + torch.__version__ + " (aten::_scaled_dot_product_flash_attention)"
+    return info
+
+
+def run_sdpa_flash(torch, q, k, v, causal, fmt):
+    dtype = torch.float16 if fmt == "fp16" else torch.bfloat16
+    group = q.shape[1] // k.shape[1]
+    qd, kd, vd = (torch.from_numpy(t).cuda().to(dtype) for t in (q, k, v))
+    kd, vd = kd.repeat_interleave(group, dim=1), vd.repeat_interleave(group, dim=1)
+    result = torch.ops.aten._scaled_dot_product_flash_attention(qd, kd, vd, 0.0, causal, False)
+    return result[0].float().cpu().numpy(), result[1].float().cpu().numpy(), {}
+
+
+def run_fa3(torch, q, k, v, causal, fmt, fp8):
+    import fa3_fwd_interface as fa3
+
+    b, h, n, d = q.shape
+    hk = k.shape[1]
+    group = h // hk
+    to_bnhd = lambda t: torch.from_numpy(t).cuda().permute(0, 2, 1, 3).contiguous()
+    qd, kd, vd = to_bnhd(q), to_bnhd(k), to_bnhd(v)
+    extra = {}
+    if fp8:
+        def quantize(t, heads_per_scale):
+            g = t.reshape(b, n, hk, heads_per_scale, d)
+            amax = g.abs().amax(dim=(1, 3, 4)).clamp_min(1e-30)  # [b, hk]
+            scale = amax / 448.0
+            codes = (g / scale[:, None, :, None, None]).to(torch.float8_e4m3fn).reshape(t.shape)
+            return codes, scale.float().contiguous()
+        (q8, qs), (k8, ks), (v8, vs) = quantize(qd, group), quantize(kd, 1), quantize(vd, 1)
+        out, lse = fa3.flash_attn_func(q8, k8, v8, causal=causal, q_descale=qs, k_descale=ks, v_descale=vs,
+                                       return_attn_probs=True)
+        back = lambda t: t.view(torch.uint8).permute(0, 2, 1, 3).contiguous().cpu().numpy()
+        extra = {"q8": back(q8), "k8": back(k8), "v8": back(v8),
+                 "descale": torch.stack([qs, ks, vs]).cpu().numpy()}
+    else:
+        bf = lambda t: t.to(torch.bfloat16)
+        out, lse = fa3.flash_attn_func(bf(qd), bf(kd), bf(vd), causal=causal, return_attn_probs=True)
+    return out.float().permute(0, 2, 1, 3).contiguous().cpu().numpy(), lse.float().cpu().numpy(), extra
+
+
+def cmd_run(args):
+    import torch
+
+    if not torch.cuda.is_available():
+        print("capture.py: no CUDA GPU", file=sys.stderr)
+        return 77
+    if args.q:
+        configs = [dict(name=args.name, causal=args.causal, format=args.format, files=(args.q, args.k, args.v))]
+    else:
+        root = pathlib.Path(args.dir)
+        configs = json.loads((root / "set.json").read_text())["configs"]
+        for c in configs:
+            c["files"] = tuple(str(root / f"{c['name']}.{r}.npy") for r in "qkv")
+    out_root = pathlib.Path(args.out)
+    status = 0
+    for kernel in args.kernel:
+        folder = out_root / kernel
+        folder.mkdir(parents=True, exist_ok=True)
+        done = []
+        for c in configs:
+            q, k, v = (np.load(f).astype(np.float32) for f in c["files"])
+            if q.ndim == 3:
+                q, k, v = q[None], k[None], v[None]
+            try:
+                if kernel == "sdpa-flash":
+                    out, lse, extra = run_sdpa_flash(torch, q, k, v, c["causal"], c["format"])
+                elif kernel in ("fa3-fp8", "fa3-bf16"):
+                    out, lse, extra = run_fa3(torch, q, k, v, c["causal"], c["format"], kernel == "fa3-fp8")
+                else:
+                    print(f"capture.py: unknown kernel {kernel}", file=sys.stderr)
+                    return 2
+            except Exception as e:  # a kernel that refuses a shape is recorded, the others run on
+                print(f"capture.py: {kernel} {c['name']}: {type(e).__name__}: {e}", file=sys.stderr)
+                status = 1
+                continue
+            np.save(folder / f"{c['name']}.out.npy", out)
+            np.save(folder / f"{c['name']}.lse.npy", lse)
+            for key, value in extra.items():
+                np.save(folder / f"{c['name']}.{key}.npy", value)
+            done.append(c["name"])
+            print(f"{kernel:10s} {c['name']:18s} out {tuple(out.shape)} nan {int(np.isnan(out).sum())}", flush=True)
+        info = provenance(kernel, torch)
+        info["configurations"] = done
+        (folder / "provenance.json").write_text(json.dumps(info, indent=1) + "\n")
+    return status
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("inputs", help="write the capture set's inputs (numpy)")
+    p.add_argument("dir")
+    p.add_argument("--only", action="append", choices=config_names(), help="this configuration only (repeatable)")
+    p = sub.add_parser("run", help="run kernels on a set or one input (GPU)")
+    p.add_argument("dir", nargs="?", help="a folder written by 'inputs'")
+    p.add_argument("out")
+    p.add_argument("--kernel", action="append", required=True, choices=["sdpa-flash", "fa3-fp8", "fa3-bf16"])
+    p.add_argument("--q")
+    p.add_argument("--k")
+    p.add_argument("--v")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--format", choices=["fp16", "bf16"], default="fp16")
+    p.add_argument("--name", default="input")
+    args = parser.parse_args()
+    if args.command == "inputs":
+        cmd_inputs(args)
+        return 0
+    if bool(args.q) != bool(args.k) or bool(args.q) != bool(args.v) or bool(args.q) == bool(args.dir):
+        parser.error("run takes a set folder, or --q, --k and --v")
+    return cmd_run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
