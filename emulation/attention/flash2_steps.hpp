@@ -46,8 +46,9 @@ inline float combine_lanes(float l0, float l1, float l2, float l3) {
   return steps::add_rn(steps::add_rn(l0, l2), steps::add_rn(l1, l3));
 }
 inline float inverse_row_sum(float l) { return l == 0.0f || l != l ? 1.0f : steps::div_rn(1.0f, l); }
-inline float log_sum_exp(float m, float l, float scale) {
-  if (l == 0.0f || l != l) return __builtin_huge_valf();
+// split: a split-KV pass, which writes -inf where the kernel writes +inf.
+inline float log_sum_exp(float m, float l, float scale, bool split = false) {
+  if (l == 0.0f || l != l) return split ? -__builtin_huge_valf() : __builtin_huge_valf();
   return steps::fma_rn(m, scale, steps::mul_rn(sfu::sm90_lg2_at_least_one(l), steps::kLn2));
 }
 

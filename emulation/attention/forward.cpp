@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "emulation/attention/flash2_split.hpp"
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
@@ -145,6 +146,7 @@ struct Context {
   bool causal;
   float softmax_scale_log2;
   float softmax_scale;  // flash2's LSE: 1 / sqrt(d) as a float
+  int kv_block_begin, kv_block_end;  // ForwardOptions'
   bool qk_values, qk_integer, pv_values;  // products of values (fp32-fma, wide); exact integer QK^T
   std::optional<mma::Instruction> qk, pv;
   std::optional<mma::WideAccumulation> qk_wide, pv_wide;
@@ -351,6 +353,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   const int first_row = block * bq, rows = std::min(bq, sh.tokens - first_row);
   const int last_row = first_row + rows - 1;
   const int kv_blocks = sh.keys_padded / bkv;
+  const int kv_begin = cx.kv_block_begin, kv_end = cx.kv_block_end < 0 ? kv_blocks : std::min(cx.kv_block_end, kv_blocks);
   const int dv = sh.value_dim;
 
   const auto n_rows = static_cast<std::size_t>(rows), n_keys = static_cast<std::size_t>(bkv);
@@ -383,6 +386,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   for (int step = 0; step < kv_blocks; ++step) {
     const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step;
     const int first_key = kb * bkv;
+    if (kb < kv_begin || kb >= kv_end) continue;  // another split's
     if (first_key >= sh.keys || (cx.causal && first_key > last_row)) continue;  // every key masked
     macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
@@ -541,7 +545,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       if (pl.smoothing.v) y = steps::add_value_mean(y, kv.v.mean[std::size_t(c)]);
       out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] = y;
     }
-    lse[first_row + r] = flash2 ? flash2::log_sum_exp(st.m, l, cx.softmax_scale)
+    lse[first_row + r] = flash2 ? flash2::log_sum_exp(st.m, l, cx.softmax_scale, cx.kv_block_end >= 0 || cx.kv_block_begin > 0)
                                 : pl.exponential.log_sum_exp(st.offset, l, pq.lse_bias[std::size_t(first_row + r)]);
   }
   return macs;
@@ -581,8 +585,13 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   check_finite(v, options.v_name);
 
   const bool flash2 = pl.softmax == Softmax::flash2;
+  if (flash2 && !options.split_pass()) {
+    const int splits = flash2::split_count(q.batch, q.heads, k.heads, q.tokens, k.tokens, q.dim, pl.tiling.sms);
+    if (splits > 1) return flash2::split_forward(pl, q, k, v, options, splits);
+  }
   Context cx{pl, {}, options.causal,
              flash2 ? flash2::softmax_scale_log2(q.dim) : steps::softmax_scale_log2(q.dim), flash2::softmax_scale(q.dim),
+             options.kv_block_begin, options.kv_block_end,
              pl.qk.on_values(), false, pl.pv.on_values(),
              std::nullopt, std::nullopt, std::nullopt, std::nullopt};
   if (pl.qk.has_instruction()) cx.qk = pl.qk_instruction();

@@ -193,6 +193,8 @@ struct TilingStage {
   int block_kv = 64;   // keys per KV block
   int warps = 4;       // warps that compute S (the per-thread / per-warp groups)
   KvOrder kv_order = KvOrder::ascending;
+  int sms = 0;         // softmax flash2: the GPU's multiprocessors, from which PyTorch picks its split-KV
+                       // kernel (flash2_split.hpp); 0: never split
 
   std::optional<std::string> validate() const;
 };
@@ -260,6 +262,10 @@ struct ForwardOptions {
   unsigned threads = 0;       // 0: every core
   bool keep_operands = true;  // keep the quantized Q, K, V in the result
   std::string q_name = "Q", k_name = "K", v_name = "V";  // how errors name the inputs
+  // One pass of a split-KV kernel (flash2_split.hpp): only the KV blocks [kv_block_begin, kv_block_end)
+  // (-1: to the last), and a row none of whose keys is in them gets LSE -inf, as a split writes it.
+  int kv_block_begin = 0, kv_block_end = -1;
+  bool split_pass() const { return kv_block_begin != 0 || kv_block_end != -1; }
 };
 
 // One (batch, head) of Q, K or V as the MMAs read it.

@@ -71,10 +71,11 @@ Pipeline sdpa_flash(bool bf16, int head_dim) {
   p.follows = std::string("PyTorch 2.11's scaled_dot_product_attention, flash backend (the FlashAttention-2 kernel it "
                           "vendors, aten::_scaled_dot_product_flash_attention), ") + (bf16 ? "bf16" : "fp16") +
               ", on Hopper as torch 2.11.0+cu130's sm_90 code runs it (flash2_steps.hpp); tiles 128 x " +
-              (head_dim == 64 ? "128" : "64") + ", 4 warps, KV blocks last to first. Checked on an H100 "
-              "(verification/captures/sdpa-flash). Not modelled: its split-KV kernel, which PyTorch picks when batch x "
-              "heads x ceil(N / 64) < 0.8 x 2 x the GPU's SMs (211 on an H100 SXM)";
-  p.tiling = {128, head_dim == 64 ? 128 : 64, 4, KvOrder::descending};
+              (head_dim == 64 ? "128" : "64") + ", 4 warps, KV blocks last to first. Where batch x heads x ceil(N / 64) "
+              "< 0.8 x 2 x the GPU's SMs (stage sms: 132, an H100 SXM or H200), PyTorch splits the keys: 64-query "
+              "tiles, its split passes and combine kernel (flash2_split.hpp). Checked on an H100 "
+              "(verification/captures/sdpa-flash)";
+  p.tiling = {128, head_dim == 64 ? 128 : 64, 4, KvOrder::descending, 132};
   p.softmax = Softmax::flash2;
   p.exponential.exact = false;
   p.kernel_output = true;

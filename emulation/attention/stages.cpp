@@ -305,6 +305,7 @@ std::optional<std::string> TilingStage::validate() const {
     return fmt::format("block-kv={} must be a power of two in 8..256 (a lane's row sum is a tree of block_kv/4 columns)",
                        block_kv);
   if (warps < 1) return fmt::format("warps={} must be >= 1", warps);
+  if (sms < 0) return fmt::format("sms={} must be >= 0", sms);
   return std::nullopt;
 }
 
@@ -483,6 +484,7 @@ const std::vector<StageInfo>& stage_list() {
       {"block-q", "N", "queries per thread block"},
       {"block-kv", "N (power of two, 8..256)", "keys per KV block"},
       {"warps", "N", "warps computing S (per-thread / per-warp groups)"},
+      {"sms", "N", "softmax flash2: the GPU's multiprocessors, from which PyTorch picks its split-KV path (0: never)"},
       {"kv-order", "ascending|descending", "order of the KV blocks"},
       {"q", "FORMAT:GRANULARITY[:TARGET]",
        "Q's format and scale groups (none|per-tensor|per-block|per-warp|per-thread|per-token|nvfp4|mx); TARGET: the code "
@@ -545,6 +547,8 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     return integer(pl.tiling.block_kv, 1);
   } else if (key == "warps") {
     return integer(pl.tiling.warps, 1);
+  } else if (key == "sms") {
+    return integer(pl.tiling.sms, 0);
   } else if (key == "key-mean-chunk") {
     return integer(pl.smoothing.key_mean_chunk, 0);
   } else if (key == "kv-order") {
@@ -633,6 +637,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"block-q", std::to_string(pl.tiling.block_q)},
       {"block-kv", std::to_string(pl.tiling.block_kv)},
       {"warps", std::to_string(pl.tiling.warps)},
+      {"sms", std::to_string(pl.tiling.sms)},
       {"kv-order", pl.tiling.kv_order == KvOrder::ascending ? "ascending" : "descending"},
       {"q", operand_text(pl.q)},
       {"k", operand_text(pl.k)},

@@ -19,7 +19,7 @@ Two steps:
 Kernels:
   sdpa-flash   PyTorch's flash backend (aten::_scaled_dot_product_flash_attention, the
                FlashAttention-2 kernel PyTorch vendors) in the set's format (fp16 or bf16); K and V
-               heads repeated for GQA (the kernel reads the same values either way).
+               heads as they are where the op takes them, else repeated (the same values either way).
   fa3-fp8      FlashAttention-3's forward (PyPI fa3-fwd, flash_attn_func) on E4M3 Q, K, V with
                per-(batch, KV head) descales amax / 448 (Q over its head group), bf16 output; the
                E4M3 codes and descales are written beside the output (NAME.{q,k,v}8.npy as uint8,
@@ -38,8 +38,8 @@ import sys
 import numpy as np
 
 # The capture set: shapes that keep PyTorch's flash backend on its one-pass kernel (batch x heads x
-# ceil(tokens / 64) >= 0.8 x 2 x 132 SMs: below that it splits the keys, flash_api.cpp's
-# num_splits_heuristic), plus one small shape that splits, recorded for the split-KV path.
+# ceil(tokens / 64) >= 0.8 x 2 x 132 SMs), and smaller ones on which it splits the keys into 2 to 8
+# ranges (flash_api.cpp's num_splits_heuristic), down to 37 tokens and one.
 CONFIGS = [
     # name, batch, heads, kv_heads, tokens, dim, causal, format, distribution
     ("d128-gqa-ragged", 1, 16, 4, 1000, 128, False, "fp16", "outliers"),
@@ -49,6 +49,12 @@ CONFIGS = [
     ("bf16-d128-gqa", 1, 16, 4, 1000, 128, False, "bf16", "outliers"),
     ("bf16-d64-causal", 2, 8, 8, 900, 64, True, "bf16", "outliers"),
     ("split-d64", 1, 2, 2, 512, 64, False, "fp16", "outliers"),
+    ("split-d128-causal", 1, 4, 1, 700, 128, True, "fp16", "outliers"),
+    ("split-bf16-d64", 2, 3, 3, 1500, 64, False, "bf16", "heavy"),
+    ("split-d128-many", 1, 1, 1, 2048, 128, False, "fp16", "heavy"),
+    ("d64-causal-gqa-3000", 1, 6, 2, 3000, 64, True, "fp16", "outliers"),
+    ("tiny-d64-causal", 1, 1, 1, 37, 64, True, "fp16", "outliers"),
+    ("one-token-d128", 1, 2, 2, 1, 128, False, "bf16", "outliers"),
 ]
 # Real activations: the SmolLM2-135M capture's four layers as a batch of 4 (9 heads, 3 KV heads,
 # d = 64, 1,024 tokens, causal), fp16 as stored.
@@ -146,8 +152,15 @@ def run_sdpa_flash(torch, q, k, v, causal, fmt):
     dtype = torch.float16 if fmt == "fp16" else torch.bfloat16
     group = q.shape[1] // k.shape[1]
     qd, kd, vd = (torch.from_numpy(t).cuda().to(dtype) for t in (q, k, v))
-    kd, vd = kd.repeat_interleave(group, dim=1), vd.repeat_interleave(group, dim=1)
-    result = torch.ops.aten._scaled_dot_product_flash_attention(qd, kd, vd, 0.0, causal, False)
+    try:  # K and V heads as they are (the kernel's own GQA), where the op takes them
+        result = torch.ops.aten._scaled_dot_product_flash_attention(qd, kd, vd, 0.0, causal, False)
+        how = "native"
+    except RuntimeError:
+        kd, vd = kd.repeat_interleave(group, dim=1), vd.repeat_interleave(group, dim=1)
+        result = torch.ops.aten._scaled_dot_product_flash_attention(qd, kd, vd, 0.0, causal, False)
+        how = "K, V heads repeated"
+    if group > 1:
+        print(f"  GQA: {how}", flush=True)
     return result[0].float().cpu().numpy(), result[1].float().cpu().numpy(), {}
 
 
