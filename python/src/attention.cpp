@@ -50,7 +50,7 @@ nb::dict run_attention(const InArray& q, const std::string& q_element, const InA
   attention::Pipeline pipeline = attention::preset(preset, tq.dim);
   pipeline.output = format_from_string(q_element);  // the inputs' format (Q's), as the CLI
   for (const auto& s : stages)
-    if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument("stage " + s + ": " + *why);
+    if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument(*why);  // it names the stage
   if (auto why = pipeline.validate(tq.dim, tv.dim))
     throw std::invalid_argument("preset " + preset + " with these stages cannot run on head dimension " +
                                 std::to_string(tq.dim) + ": " + *why);

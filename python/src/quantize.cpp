@@ -34,7 +34,7 @@ nb::dict run_quantize(const InArray& x, const std::string& element_name, const s
   all.push_back(role_name + "=" + operand);
   if (instruction) all.push_back("qk=" + *instruction);
   for (const auto& s : all)
-    if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument("stage " + s + ": " + *why);
+    if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument(*why);  // it names the stage
   const attention::OperandStage& stage = role == attention::Role::q ? pipeline.q : role == attention::Role::k ? pipeline.k : pipeline.v;
   if (auto why = stage.validate(role)) throw std::invalid_argument(*why);
   const quant::QuantSpec spec = pipeline.quant_spec(role);
