@@ -12,7 +12,8 @@ equal the program's bit for bit:
     quantize(x, "int4", ...)      a tensor -> codes, scales and groups, as a kernel quantizes it
     mma(name, a, b, c)            one tensor-core instruction (mma.sync, wgmma) on one tile
     attention(q, k, v, preset=)   an attention pipeline, every stage kept
-    presets(), stages(), instructions(), instruction(name)
+    run("smoothing", q, k, v)     an experiment of ``lowbit run``: its tables and folder
+    presets(), stages(), instructions(), instruction(name), experiments()
 
 Arrays: numpy arrays (float32, float64, float16, and ml_dtypes' bfloat16 and fp8/fp6/fp4 dtypes)
 and torch tensors (CPU or CUDA; float32, float16, bfloat16 and the fp8 dtypes) are read without a
@@ -21,13 +22,17 @@ or torch tensors (on the input's device) when the input was one. Bad input raise
 TypeError with the message the ``lowbit`` program prints. Long calls release the GIL.
 """
 
+import csv
+import pathlib
+import tempfile
+
 import numpy as np
 
 from . import _core
 from ._arrays import bits as _bits, codes as _codes, is_torch
 
 __all__ = ["Format", "formats", "encode", "decode", "convert", "quantize", "mma", "attention", "presets", "stages",
-           "instructions", "instruction"]
+           "instructions", "instruction", "experiments", "run"]
 
 
 class Format(_core.Format):
@@ -44,7 +49,7 @@ class Format(_core.Format):
     >>> f = lowbit.Format("e4m3")
     >>> f.max_finite, f.min_positive, f.nan
     (448.0, 0.001953125, 'top')
-    >>> f.values()[0x7e]
+    >>> float(f.values()[0x7e])
     448.0
     """
 
@@ -264,3 +269,84 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
     for key in ("output", "output_codes", "output_unrounded", "lse"):
         r[key] = origin.out(r[key])
     return r
+
+
+def experiments():
+    """The experiments run() runs: {name: what it asks} (``lowbit run --list``)."""
+    return dict(_core.experiments())
+
+
+def _save_npy(path, x, name):
+    """x as the program reads a tensor file: float32 '<f4', float16 '<f2' or bfloat16 '<V2' (ml_dtypes)."""
+    data, element, _ = _bits(x, name)
+    data = np.asarray(data)
+    if element == "fp16":
+        data = data.view(np.float16)
+    elif element == "bf16":
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise TypeError(f"{name}: bfloat16 tensors go to the experiment through ml_dtypes, which is not installed")
+        data = data.view(ml_dtypes.bfloat16)
+    elif element != "fp32":
+        raise TypeError(f"{name}: the experiments take float32, float16 or bfloat16 tensors, not {element}")
+    np.save(path, data)
+
+
+def _read_csv(path):
+    """A CSV the experiments write (its '#' provenance lines skipped) as a list of dicts, numbers as numbers."""
+    def value(text):
+        for kind in (int, float):
+            try:
+                return kind(text)
+            except ValueError:
+                pass
+        return text
+    with open(path, newline="") as f:
+        return [{key: value(v) for key, v in row.items()} for row in csv.DictReader(l for l in f if not l.startswith("#"))]
+
+
+def run(name, q=None, k=None, v=None, *, out=None, causal=False, threads=0, **options):
+    """Run an experiment of ``lowbit run NAME`` (experiments() lists them) and read what it wrote.
+
+    q, k, v: your tensors (as attention() takes them; they replace the experiment's datasets and
+        are saved as .npy files under FOLDER/inputs), or None for the experiment's own datasets.
+    out: the folder it writes (default: a new temporary folder).
+    causal: your tensors' attention is causal. threads: as --threads (0: every core).
+    options: the experiment's other options (``lowbit run NAME --help``), e.g. tokens=4096,
+        datasets=["synthetic"]: key_name=value becomes --key-name value, True a flag, a list
+        comma-separated.
+
+    Returns a dict: table (summary.csv as a list of dicts, one per row; numbers as numbers),
+    tables (every CSV it wrote, by file name), headline (headline.txt) and folder (its path).
+    Plots are not drawn (``lowbit plot FOLDER`` draws them). Raises ValueError for an unknown
+    experiment and RuntimeError when the experiment exits with an error (its message is on
+    stderr, as from the program).
+    """
+    folder = pathlib.Path(out) if out is not None else pathlib.Path(tempfile.mkdtemp(prefix=f"lowbit-run-{name}-"))
+    args = ["--out", str(folder), "--threads", str(int(threads))]
+    given = [t is not None for t in (q, k, v)]
+    if any(given):
+        if not all(given):
+            raise ValueError("q, k and v go together")
+        inputs = folder / "inputs"
+        inputs.mkdir(parents=True, exist_ok=True)
+        for tensor_name, tensor in zip("qkv", (q, k, v)):
+            _save_npy(inputs / f"{tensor_name}.npy", tensor, tensor_name)
+            args += [f"--{tensor_name}", str(inputs / f"{tensor_name}.npy")]
+        args += ["--causal"] if causal else []
+    elif causal:
+        raise ValueError("causal describes your q, k and v: give them")
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            args.append(flag)
+        elif value is not None and value is not False:
+            args += [flag, ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)]
+    status = _core.run(name, args)
+    if status != 0:
+        raise RuntimeError(f"lowbit run {name} exited {status} (its message is above, on stderr)")
+    tables = {p.name: _read_csv(p) for p in sorted(folder.glob("*.csv"))}
+    headline = folder / "headline.txt"
+    return {"table": tables.get("summary.csv", []), "tables": tables,
+            "headline": headline.read_text().strip() if headline.exists() else "", "folder": str(folder)}

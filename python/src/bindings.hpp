@@ -11,5 +11,6 @@ void register_formats(nanobind::module_& m);    // Format, formats, encode, deco
 void register_mma(nanobind::module_& m);        // instructions, instruction, mma
 void register_quantize(nanobind::module_& m);   // quantize
 void register_attention(nanobind::module_& m);  // presets, stages, attention
+void register_run(nanobind::module_& m);        // experiments, run
 
 }  // namespace lowbit::python

@@ -8,4 +8,5 @@ NB_MODULE(_core, m) {
   lowbit::python::register_mma(m);
   lowbit::python::register_quantize(m);
   lowbit::python::register_attention(m);
+  lowbit::python::register_run(m);
 }
