@@ -87,7 +87,8 @@ def encode(x, format, rounding="nearest-even", overflow="saturate", *, seed=0, r
         stochastic (seed and random_bits: element i draws its bits from (seed, i), whatever the
         threads).
     overflow: what too-large values and infinities become: saturate, inf or nan.
-    out: an unsigned integer array of x's size and the code's width to write into (reused, no allocation).
+    out: a C-contiguous numpy array of x's size and the codes' unsigned dtype to write into (no
+        allocation); it is returned.
     threads: threads to split x over (1: the calling thread only; 0: every core).
 
     Returns the codes, in the narrowest unsigned integer dtype that holds them (uint8, uint16,
@@ -96,7 +97,8 @@ def encode(x, format, rounding="nearest-even", overflow="saturate", *, seed=0, r
     data, element, origin = _bits(x)
     if out is not None and not isinstance(out, np.ndarray):
         raise TypeError("out: expected a numpy array")
-    return origin.out(_core.encode(data, element, _spec(format), rounding, overflow, seed, random_bits, out, threads))
+    codes = _core.encode(data, element, _spec(format), rounding, overflow, seed, random_bits, out, threads)
+    return out if out is not None else origin.out(codes)
 
 
 def decode(codes, format, dtype=None):

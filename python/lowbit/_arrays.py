@@ -88,7 +88,7 @@ def bits(x, name="x"):
     if element is None:
         raise TypeError(f"{name}: dtype {a.dtype} is not taken (float32, float64, float16, or of ml_dtypes: "
                         f"bfloat16, {', '.join(k for k in _NUMPY_ELEMENTS if k.startswith(('float8', 'float6', 'float4')))})")
-    a = np.ascontiguousarray(a)
+    a = np.ascontiguousarray(a if a.dtype.isnative else a.astype(a.dtype.newbyteorder("=")))
     if element not in ("fp32", "fp64"):
         a = a.view(_BITS[a.dtype.itemsize])
     return a, element, Origin()

@@ -96,7 +96,7 @@ void encode_into(const Format& f, const ConversionOptions& o, const Element& ele
 
 nb::object encode_array(const InArray& x, const std::string& element_name, const std::string& spec,
                         const std::string& rounding, const std::string& overflow, std::uint64_t seed, int random_bits,
-                        std::optional<OutArray> out, unsigned threads) {
+                        std::optional<OutArray> out, unsigned threads) {  // None when writing into `out`
   const Element element = element_of(x, element_name, "x");
   const Format f = format_from_string(spec);
   const ConversionOptions o = conversion_options(f, rounding, overflow, seed, random_bits);
@@ -106,11 +106,9 @@ nb::object encode_array(const InArray& x, const std::string& element_name, const
     if (out->size() != n || out->itemsize() != std::size_t(bytes) || out->dtype().code != std::uint8_t(nb::dlpack::dtype_code::UInt))
       throw std::invalid_argument("out: " + format_name(f) + " codes need an unsigned " + std::to_string(8 * bytes) +
                                   "-bit array of " + std::to_string(n) + " elements");
-    {
-      nb::gil_scoped_release release;
-      encode_into(f, o, element, x.data(), n, out->data(), bytes, threads);
-    }
-    return nb::cast(*out);
+    nb::gil_scoped_release release;
+    encode_into(f, o, element, x.data(), n, out->data(), bytes, threads);
+    return nb::none();
   }
   const auto run = [&]<class T>(T) {
     std::vector<T> codes(n);

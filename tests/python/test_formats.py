@@ -76,10 +76,19 @@ def test_large_input_threads_and_out():
     x = np.random.default_rng(1).standard_normal(1 << 20).astype(np.float32) * 100
     one = lowbit.encode(x, "e4m3")
     out = np.empty_like(one)
-    assert lowbit.encode(x, "e4m3", out=out, threads=0) is not None
+    assert lowbit.encode(x, "e4m3", out=out, threads=0) is out
     np.testing.assert_array_equal(out, one)
     with pytest.raises(ValueError, match="out: e4m3 codes need an unsigned 8-bit array"):
         lowbit.encode(x, "e4m3", out=np.empty(x.shape, np.uint16))
+
+
+def test_array_likes():
+    x = np.array([1.3, -500, 2.0**-12], np.float32)
+    expected = lowbit.encode(x, "e4m3")
+    np.testing.assert_array_equal(lowbit.encode(x.astype(">f4"), "e4m3"), expected)  # big-endian: swapped first
+    np.testing.assert_array_equal(lowbit.encode(x[::-1], "e4m3"), expected[::-1])  # strided: a contiguous copy
+    np.testing.assert_array_equal(lowbit.encode([1.3, -500], "e4m3"), expected[:2])  # a list: float64 values
+    assert lowbit.encode(np.float32(1.3), "e4m3") == expected[0]
 
 
 def test_float64_equals_cli_from_double(cli):
