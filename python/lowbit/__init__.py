@@ -312,7 +312,9 @@ def run(name, q=None, k=None, v=None, *, out=None, causal=False, threads=0, **op
     """Run an experiment of ``lowbit run NAME`` (experiments() lists them) and read what it wrote.
 
     q, k, v: your tensors (as attention() takes them; they replace the experiment's datasets and
-        are saved as .npy files under FOLDER/inputs), or None for the experiment's own datasets.
+        are saved as .npy files under FOLDER/inputs), or None for the experiment's own datasets
+        (the smollm2 one reads the capture committed in the source tree the package was built
+        from; data_dir="..." points elsewhere).
     out: the folder it writes (default: a new temporary folder).
     causal: your tensors' attention is causal. threads: as --threads (0: every core).
     options: the experiment's other options (``lowbit run NAME --help``), e.g. tokens=4096,
