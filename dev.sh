@@ -8,7 +8,7 @@ cd "$(dirname "$0")"
 
 BUILD_DIR=${LOWBIT_BUILD_DIR:-build}
 PACKAGES="cmake ninja-build g++ git libeigen3-dev libboost-dev catch2 libcli11-dev libfmt-dev nlohmann-json3-dev zlib1g-dev
-          python3 python3-venv python3-matplotlib"
+          python3 python3-venv python3-dev python3-matplotlib"
 
 install_packages() {
   local missing=()
@@ -36,6 +36,31 @@ python_oracles() {
     exit 1
   fi
   echo "dev.sh: could not install ml_dtypes/gfloat; their cross-checks will be skipped"
+}
+
+# The Python package (pyproject.toml), installed with `pip install .` into its own venv and tested
+# with pytest against the lowbit program just built (tests/python/). Its build requirements
+# (scikit-build-core, nanobind) come from PyPI into the venv first; the package then builds without
+# isolation, in $BUILD_DIR/python-build, so a second run recompiles only what changed. Outside CI,
+# no network means the package is not tested (said so); under CI=true it fails the run. torch is not
+# installed (its wheels are large): tests/python/test_torch.py reports itself skipped without it.
+python_package() {
+  local venv="$BUILD_DIR/python-venv"
+  if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } ||
+     ! "$venv/bin/pip" install -q "scikit-build-core>=0.10" "nanobind>=2.0" "numpy<3" "ml_dtypes==0.6.0" pytest; then
+    if [ "$REQUIRE_ORACLES" = ON ]; then
+      echo "dev.sh: error: could not install the Python package's build and test requirements into $venv" >&2
+      return 1
+    fi
+    echo "dev.sh: could not install the Python package's requirements (no network?); its tests are skipped"
+    return 0
+  fi
+  echo "== the Python package: pip install . into $venv, then pytest tests/python"
+  CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$venv/bin/pip" install -q --no-build-isolation \
+    --config-settings=build-dir="$BUILD_DIR/python-build" . || return 1
+  # From outside the source tree, so that the installed package is imported, not python/lowbit.
+  (cd "$BUILD_DIR" && LOWBIT_CLI="$PWD/experiments/lowbit" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
+    "$OLDPWD/tests/python")
 }
 
 # build [TARGET...]: configure, then build the targets (default: everything, tests included).
@@ -79,8 +104,14 @@ case "${1:-}" in
     build
     # --no-tests=error: a run that finds no tests fails. The console output is kept in
     # Testing/ctest-console.log, beside Testing/Temporary/LastTest.log (every test's output).
+    ctest_status=0
     ctest --test-dir "$BUILD_DIR" --output-on-failure --no-tests=error --parallel "$(nproc)" \
-      --output-log "$BUILD_DIR/Testing/ctest-console.log"
+      --output-log "$BUILD_DIR/Testing/ctest-console.log" || ctest_status=$?
+    python_status=0
+    python_package || python_status=$?
+    [ $ctest_status -eq 0 ] || echo "dev.sh test: ctest FAILED (exit $ctest_status)"
+    [ $python_status -eq 0 ] || echo "dev.sh test: the Python package's tests FAILED (exit $python_status)"
+    [ $ctest_status -eq 0 ] && [ $python_status -eq 0 ]
     ;;
   *)
     echo "usage: ./dev.sh run | test" >&2
