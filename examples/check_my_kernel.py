@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Check an attention kernel against the lowbit preset that describes it.
 
-The kernel here is PyTorch's scaled_dot_product_attention in float16 (on the GPU where there is
-one, else the CPU), described by the preset fa2-fp16 (FlashAttention-2: fp16 Q K^T and P V with
-fp32 accumulation, the output rounded to fp16); without torch, a float32 NumPy attention rounded
-to fp16, described by the preset fp32. lowbit.attention runs the preset on the same inputs,
-keeping every stage; the script counts the output codes that differ and how far (in fp16 ulps),
-and prints the cosine similarity of the two outputs. A kernel that follows its preset exactly
-differs in no code; SDPA is not written to follow one, so expect a few codes one ulp apart.
+The kernel here is PyTorch's flash attention in float16 on a CUDA GPU (aten's
+_scaled_dot_product_flash_attention, which also returns the LSE), described bit for bit by the
+preset sdpa-flash-fp16: expect 0 codes and 0 LSE values to differ. Without a GPU it is PyTorch's
+SDPA on the CPU (not a flash kernel), compared with the preset fa2-fp16, and without torch a float32
+NumPy attention rounded to fp16, compared with the preset fp32: those two follow no preset, so
+expect a few codes one ulp apart. lowbit.attention runs the preset on the same inputs, keeping every
+stage, and lowbit.compare counts the output codes (and LSE values) that differ, how far in ulps,
+and where the first one is.
 
     python examples/check_my_kernel.py --heads 4 --tokens 512 --dim 64 --causal
 
@@ -28,18 +29,22 @@ except ImportError:
 
 
 def kernel(q, k, v, causal):
-    """The kernel under test: (output as float16 numpy, the preset that describes it, what ran)."""
+    """The kernel under test: (output as float16 numpy, its LSE or None, the preset that describes it, what ran)."""
+    if torch is not None and torch.cuda.is_available():
+        t = [torch.from_numpy(x).cuda()[None] for x in (q, k, v)]
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(*t, 0.0, causal, False)[:2]
+        return (o[0].cpu().numpy(), lse[0].cpu().numpy(), "sdpa-flash-fp16",
+                f"torch {torch.__version__} flash attention float16 on {torch.cuda.get_device_name()}")
     if torch is not None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        t = [torch.from_numpy(x).to(device) for x in (q, k, v)]
+        t = [torch.from_numpy(x) for x in (q, k, v)]
         o = torch.nn.functional.scaled_dot_product_attention(*t, is_causal=causal)
-        return o.cpu().numpy(), "fa2-fp16", f"torch {torch.__version__} SDPA float16 on {device}"
+        return o.numpy(), None, "fa2-fp16", f"torch {torch.__version__} SDPA float16 on the CPU"
     s = q.astype(np.float32) @ k.astype(np.float32).transpose(0, 2, 1) / np.float32(np.sqrt(q.shape[-1]))
     if causal:
         s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     o = (p / p.sum(-1, keepdims=True)) @ v.astype(np.float32)
-    return o.astype(np.float16), "fp32", "NumPy float32 attention rounded to float16 (torch is not installed)"
+    return o.astype(np.float16), None, "fp32", "NumPy float32 attention rounded to float16 (torch is not installed)"
 
 
 def main():
@@ -53,24 +58,19 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     q, k, v = (rng.standard_normal((args.heads, args.tokens, args.dim)).astype(np.float16) for _ in range(3))
-    out, preset, what = kernel(q, k, v, args.causal)
+    out, lse, preset, what = kernel(q, k, v, args.causal)
     emulated = lowbit.attention(q, k, v, preset=preset, causal=args.causal)
-
-    mine = out.view(np.uint16).astype(np.int64)
-    theirs = emulated["output_codes"].astype(np.int64)
-    # fp16 codes as a monotone integer line (negative values mirrored), so that a difference is in ulps
-    line = lambda c: np.where(c & 0x8000, -(c & 0x7FFF), c)
-    ulps = np.abs(line(mine) - line(theirs))
+    report = lowbit.compare(out, emulated, lse)
     a, b = out.astype(np.float64).ravel(), emulated["output"].astype(np.float64).ravel()
     cosine = a @ b / np.sqrt((a @ a) * (b @ b))
     print(f"kernel: {what}")
     print(f"preset: {preset} ({emulated['follows']})")
-    print(f"output codes that differ: {int((ulps != 0).sum())} of {ulps.size}; largest difference {int(ulps.max())} "
-          f"fp16 ulp(s); cosine {cosine:.9f}")
-    if (ulps != 0).any():
-        i = np.unravel_index(int(np.argmax(ulps)), ulps.shape)
-        print(f"largest at [head, token, channel] = {list(map(int, i))}: kernel {float(out[i])!r}, preset "
-              f"{float(emulated['output'][i])!r} (LSE of that row: {float(emulated['lse'][i[:2]])!r})")
+    print(f"output codes that differ: {report['differ']} of {report['compared']}; by ulps {report['ulps']}; "
+          f"cosine {cosine:.9f}")
+    if lse is not None:
+        print(f"LSE values that differ: {report['lse_differ']} of {report['lse_compared']}")
+    if report["first"]:
+        print(f"first difference: {report['first']}")
 
 
 if __name__ == "__main__":

@@ -4,18 +4,17 @@
 // bit for bit).
 #include <bit>
 #include <chrono>
-#include <cmath>
-#include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "emulation/attention/compare.hpp"
 #include "emulation/attention/pipeline.hpp"
-#include "emulation/convert.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/common/results.hpp"
 #include "numerics/attention_reference.hpp"
@@ -167,9 +166,9 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
 }
 #endif
 
-// --against: a kernel's output (and LSE) against the emulated one, every code. Prints the count
-// that differ, their distance in units in the last place of the output format, the first
-// differing element and whether its row's LSE differs too; returns the count that differ.
+// --against: a kernel's output (and LSE) against the emulated one, every code (attention/compare.hpp):
+// prints the count that differ, their ulp distances, the first differing element and whether its
+// row's LSE differs too; returns the count of output and LSE values that differ.
 std::uint64_t compare_with_kernel(const AttentionArgs& a, const AttentionRun& run) {
   const Tensor4 kernel = read_tensor_file(a.against).tensor;
   const Tensor4& emulated = run.rounded;
@@ -179,48 +178,30 @@ std::uint64_t compare_with_kernel(const AttentionArgs& a, const AttentionRun& ru
                                 ", the emulated output is " + emulated.shape_text());
   std::vector<float> kernel_lse;
   if (!a.against_lse.empty()) {
-    const NpyArray lse = read_npy(a.against_lse);
-    if (lse.data.size() != run.lse.size())
+    kernel_lse = read_npy(a.against_lse).data;
+    if (kernel_lse.size() != run.lse.size())
       throw std::invalid_argument(fmt::format("--against-lse {}: {} values, the emulated LSE has {} ([batch, heads, tokens])",
-                                              a.against_lse, lse.data.size(), run.lse.size()));
-    kernel_lse = lse.data;
+                                              a.against_lse, kernel_lse.size(), run.lse.size()));
   }
-  const auto same = [](float x, float y) { return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y); };
-  std::uint64_t differ = 0, lse_differ = 0;
-  std::map<std::int64_t, std::uint64_t> ulps;  // |code distance| -> count
-  std::optional<std::size_t> first;
-  const std::size_t n = emulated.values.size(), dim = std::size_t(emulated.dim);
-  // A signed ordinal of an output code, so that neighbouring values are one apart across zero.
-  const auto ordinal = [&](float x) -> std::int64_t {
-    const Code c = encode(run.output, x, {Rounding::nearest_even, Overflow::inf});
-    const std::int64_t magnitude = std::int64_t(c & run.output.magnitude_mask());
-    return c & run.output.sign_mask() ? -magnitude : magnitude;
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    if (same(kernel.values[i], emulated.values[i])) continue;
-    ++differ;
-    if (!first) first = i;
-    const bool finite = std::isfinite(kernel.values[i]) && std::isfinite(emulated.values[i]);
-    ++ulps[finite ? std::abs(ordinal(kernel.values[i]) - ordinal(emulated.values[i])) : -1];
-  }
-  for (std::size_t i = 0; i < kernel_lse.size(); ++i) lse_differ += !same(kernel_lse[i], run.lse[i]);
-  fmt::print("against {}: {} of {} output codes differ\n", a.against, differ, n);
-  if (!kernel_lse.empty()) fmt::print("against {}: {} of {} LSE values differ\n", a.against_lse, lse_differ, kernel_lse.size());
-  for (const auto& [distance, count] : ulps)
+  const attention::KernelComparison c = attention::compare_with_kernel(
+      run.output, emulated.batch, emulated.heads, emulated.tokens, emulated.dim, kernel.values, emulated.values, kernel_lse,
+      kernel_lse.empty() ? std::span<const float>() : std::span<const float>(run.lse));
+  fmt::print("against {}: {} of {} output codes differ\n", a.against, c.differ, c.compared);
+  if (c.lse_compared) fmt::print("against {}: {} of {} LSE values differ\n", a.against_lse, c.lse_differ, c.lse_compared);
+  for (const auto& [distance, count] : c.ulps)
     fmt::print("  {:>12} codes {}\n", count, distance < 0 ? std::string("NaN/Inf on one side") : fmt::format("{} ulp apart", distance));
-  if (first) {
-    const std::size_t row = *first / dim, t = std::size_t(emulated.tokens), h = std::size_t(emulated.heads);
-    fmt::print("  first: [batch {}, head {}, row {}, column {}]: kernel {} emulated {}", row / t / h, row / t % h, row % t,
-               *first % dim, kernel.values[*first], emulated.values[*first]);
-    if (!kernel_lse.empty())
-      if (same(kernel_lse[row], run.lse[row]))
-        fmt::print("; the row's LSE agrees (the P V product differs)\n");
-      else
-        fmt::print("; the row's LSE differs too (the softmax statistics), kernel {} emulated {}\n", kernel_lse[row], run.lse[row]);
-    else
+  if (c.first) {
+    const auto& f = *c.first;
+    fmt::print("  first: [batch {}, head {}, row {}, column {}]: kernel {} emulated {}", f.batch, f.head, f.row, f.column,
+               f.kernel, f.emulated);
+    if (!f.row_lse_differs)
       fmt::print("\n");
+    else if (*f.row_lse_differs)
+      fmt::print("; the row's LSE differs too (the softmax statistics)\n");
+    else
+      fmt::print("; the row's LSE agrees (the P V product differs)\n");
   }
-  return differ + lse_differ;
+  return c.differ + c.lse_differ;
 }
 
 int run_attention(const AttentionArgs& a) {

@@ -31,7 +31,7 @@ import numpy as np
 from . import _core
 from ._arrays import bits as _bits, codes as _codes, is_torch
 
-__all__ = ["Format", "formats", "encode", "decode", "convert", "quantize", "mma", "attention", "presets", "stages",
+__all__ = ["Format", "formats", "encode", "decode", "convert", "quantize", "mma", "attention", "compare", "presets", "stages",
            "instructions", "instruction", "experiments", "run"]
 
 
@@ -271,6 +271,46 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
     for key in ("output", "output_codes", "output_unrounded", "lse"):
         r[key] = origin.out(r[key])
     return r
+
+
+def _float32(x, name):
+    """A float32 C-contiguous numpy array of x's values (torch tensors from any device)."""
+    if is_torch(x):
+        x = x.detach().float().cpu().numpy()
+    try:
+        return np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{name}: not an array of numbers ({e})") from None
+
+
+def compare(kernel_output, emulated, kernel_lse=None):
+    """Compare a kernel's attention output, every code, with an emulated one, as ``lowbit attention
+    --against`` does.
+
+    kernel_output: the output the kernel wrote, the shape of emulated["output"] (any float dtype
+        that holds the output format's values exactly; torch tensors from any device).
+    emulated: the dict attention() returned for the same inputs (its output, output_format, lse).
+    kernel_lse: the log-sum-exp the kernel returned, [batch, heads, tokens] (or without batch),
+        compared bit for bit with emulated["lse"]; None: not compared.
+
+    Returns a dict: compared and differ (output elements), lse_compared and lse_differ, ulps
+    ({distance in units in the last place of the output format: count}; -1 where either side is
+    NaN or infinite), first (the first differing element: batch, head, row, column, kernel,
+    emulated, and row_lse_differs, whether that row's LSE differs too, which points at the softmax
+    statistics rather than the P V product; None when nothing differs).
+    """
+    ours = _float32(emulated["output"], "emulated output")
+    theirs = _float32(kernel_output, "kernel_output")
+    if theirs.shape != ours.shape:
+        raise ValueError(f"kernel_output: shape {theirs.shape}, the emulated output is {ours.shape}")
+    if kernel_lse is None:
+        lse_k = lse_e = np.zeros(0, np.float32)
+    else:
+        lse_k, lse_e = _float32(kernel_lse, "kernel_lse"), _float32(emulated["lse"], "emulated lse")
+        if lse_k.shape != lse_e.shape:
+            raise ValueError(f"kernel_lse: shape {lse_k.shape}, the emulated LSE is {lse_e.shape}")
+    return _core.compare(theirs.reshape(-1).reshape(ours.shape), ours, emulated["output_format"], lse_k.reshape(-1),
+                         lse_e.reshape(-1))
 
 
 def experiments():

@@ -5,12 +5,14 @@
 #include <string>
 #include <vector>
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "emulation/attention/compare.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "python_results.hpp"
 
@@ -43,12 +45,53 @@ nb::list heads_to_list(const std::vector<attention::QuantizedHead>& heads) {
   return out;
 }
 
+using Floats = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
+
+// attention::compare_with_kernel on float32 arrays: the outputs [batch, heads, tokens, dim] (or without
+// batch), the LSEs [batch, heads, tokens] (both empty: none).
+nb::dict compare_outputs(const Floats& kernel, const Floats& emulated, const std::string& format, const Floats& kernel_lse,
+                         const Floats& emulated_lse) {
+  if (emulated.ndim() != 3 && emulated.ndim() != 4)
+    throw std::invalid_argument("compare: the emulated output is [heads, tokens, dim] or [batch, heads, tokens, dim], not " +
+                                std::to_string(emulated.ndim()) + "-D");
+  const std::size_t skip = emulated.ndim() == 3 ? 1 : 0;
+  const auto dim = [&](std::size_t i) { return i < skip ? 1 : int(emulated.shape(i - skip)); };
+  const auto span = [](const Floats& a) { return std::span<const float>(a.data(), a.size()); };
+  attention::KernelComparison c;
+  {
+    nb::gil_scoped_release release;
+    c = attention::compare_with_kernel(format_from_string(format), dim(0), dim(1), dim(2), dim(3), span(kernel), span(emulated),
+                                       span(kernel_lse), span(emulated_lse));
+  }
+  nb::dict d, ulps;
+  d["compared"] = c.compared;
+  d["differ"] = c.differ;
+  d["lse_compared"] = c.lse_compared;
+  d["lse_differ"] = c.lse_differ;
+  for (const auto& [distance, count] : c.ulps) ulps[nb::int_(distance)] = count;
+  d["ulps"] = ulps;
+  if (c.first) {
+    nb::dict f;
+    f["batch"] = c.first->batch;
+    f["head"] = c.first->head;
+    f["row"] = c.first->row;
+    f["column"] = c.first->column;
+    f["kernel"] = c.first->kernel;
+    f["emulated"] = c.first->emulated;
+    f["row_lse_differs"] = c.first->row_lse_differs ? nb::object(nb::bool_(*c.first->row_lse_differs)) : nb::none();
+    d["first"] = f;
+  } else {
+    d["first"] = nb::none();
+  }
+  return d;
+}
+
 nb::dict run_attention(const InArray& q, const std::string& q_element, const InArray& k, const std::string& k_element,
                        const InArray& v, const std::string& v_element, const std::string& preset,
                        const std::vector<std::string>& stages, bool causal, unsigned threads, bool keep_operands) {
   const Tensor4 tq = tensor_of(q, q_element, "q"), tk = tensor_of(k, k_element, "k"), tv = tensor_of(v, v_element, "v");
   attention::Pipeline pipeline = attention::preset(preset, tq.dim);
-  pipeline.output = format_from_string(q_element);  // the inputs' format (Q's), as the CLI
+  if (!pipeline.kernel_output) pipeline.output = format_from_string(q_element);  // the inputs' format (Q's), as the CLI
   for (const auto& s : stages)
     if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument(*why);  // it names the stage
   if (auto why = pipeline.validate(tq.dim, tv.dim))
@@ -95,6 +138,8 @@ void register_attention(nb::module_& m) {
     for (const auto& s : attention::stage_list()) out.push_back({std::string(s.name), std::string(s.values), std::string(s.help)});
     return out;
   });
+  m.def("compare", &compare_outputs, nb::arg("kernel"), nb::arg("emulated"), nb::arg("format"), nb::arg("kernel_lse"),
+        nb::arg("emulated_lse"));
   m.def("attention", &run_attention, nb::arg("q"), nb::arg("q_element"), nb::arg("k"), nb::arg("k_element"), nb::arg("v"),
         nb::arg("v_element"), nb::arg("preset"), nb::arg("stages"), nb::arg("causal"), nb::arg("threads"),
         nb::arg("keep_operands"));

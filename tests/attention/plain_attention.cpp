@@ -3,6 +3,7 @@
 #include <bit>
 #include <cmath>
 
+#include "emulation/attention/flash2_steps.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "emulation/mma/wide.hpp"
@@ -108,7 +109,8 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   if (pl.pv.wide()) pv_wide.emplace(*pv);
   const int depth = pl.qk_depth(d);
   const int tokens_padded = (N + bq - 1) / bq * bq, keys_padded = (keys + bkv - 1) / bkv * bkv;
-  const float sm = st::softmax_scale_log2(d);
+  const bool flash2 = pl.softmax == Softmax::flash2;  // m then holds the raw maximum (flash2_steps.hpp)
+  const float sm = flash2 ? flash2::softmax_scale_log2(d) : st::softmax_scale_log2(d);
 
   PlainResult out;
   out.output.assign(std::size_t(q_in.batch) * q_in.heads * N * dv, 0.0f);
@@ -217,17 +219,19 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               }
               if (key >= keys || (causal && key > row)) s[std::size_t(j)] = acc[std::size_t(j)] = st::kNegativeInfinity;
             }
-            // Online softmax (the maximum of the rounded scores either way).
+            // Online softmax (the maximum of the rounded scores either way; flash2: of the raw ones).
             float m_new = m;
-            for (float x : s) m_new = std::max(m_new, x);
+            for (int j = 0; j < bkv; ++j) m_new = std::max(m_new, flash2 ? acc[std::size_t(j)] : s[std::size_t(j)]);
             const float offset_new = st::row_offset(m_new, pl.p.log2_scale);
-            const float alpha = pl.exponential.rescale(offset, offset_new);
+            const float alpha = flash2 ? flash2::rescale(m, m_new, sm) : pl.exponential.rescale(offset, offset_new);
             std::vector<float> p(static_cast<std::size_t>(bkv));
             for (int j = 0; j < bkv; ++j)
-              p[std::size_t(j)] = fused
-                                      ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
-                                      : pl.exponential.probability(s[std::size_t(j)], offset_new);
-            for (int lane = 0; lane < 4; ++lane) lanes[lane] = st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
+              p[std::size_t(j)] = flash2  ? flash2::probability(acc[std::size_t(j)], sm, flash2::scaled_max(m_new, sm))
+                                  : fused ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
+                                          : pl.exponential.probability(s[std::size_t(j)], offset_new);
+            for (int lane = 0; lane < 4; ++lane)
+              lanes[lane] = flash2 ? flash2::lane_sum(lanes[lane], alpha, p.data(), bkv, lane)
+                                   : st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
             offset = offset_new;
             // P codes, their block scales and the factor R is multiplied by.
@@ -309,8 +313,9 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               }
             }
           }
-          const float l = st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
-          const float inverse = st::inverse_row_sum(l);
+          const float l = flash2 ? flash2::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3])
+                                 : st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
+          const float inverse = flash2 ? flash2::inverse_row_sum(l) : st::inverse_row_sum(l);
           const std::size_t at = (std::size_t(b) * q_in.heads + h) * N + row;
           for (int c = 0; c < dv; ++c) {
             float y = st::normalize_output(o[std::size_t(c)], inverse, v_scale(c));
@@ -320,7 +325,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
           float bias = 0.0f;  // the row bias K smoothing removed
           if (pl.smoothing.k)
             bias = st::smoothing_bias([&](int c) { return qs[std::size_t(i)](row, c); }, K.mean.data(), d, sm);
-          out.lse[at] = pl.exponential.log_sum_exp(offset, l, bias);
+          out.lse[at] = flash2 ? flash2::log_sum_exp(m, l, flash2::softmax_scale(d)) : pl.exponential.log_sum_exp(offset, l, bias);
         }
       }
     }
