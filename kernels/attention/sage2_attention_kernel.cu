@@ -1,4 +1,4 @@
-// SageAttention2-8b kernels for Hopper (sm_90a): K/V statistics, quantization, attention.
+// The SageAttention2-8b attention kernel for Hopper (sm_90a), and its launch.
 // Every fp32 step is a function of emulation/attention/kernel_steps.hpp or sage2_hopper.hpp; the
 // tiling, the groups and the KV order are the recipe's (sage2_8b_hopper).
 //
@@ -17,20 +17,16 @@
 //     and its refills go round robin to the units.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
-#include <array>
-#include <mutex>
-#include <stdexcept>
-#include <string>
+#include <cstdint>
 #include <type_traits>
 
 #include "emulation/attention/kernel_steps.hpp"
 #include "emulation/attention/sage2_hopper.hpp"
+#include "kernels/attention/groups.cuh"
+#include "kernels/attention/sage2_device.cuh"
 #include "kernels/attention/sage2_kernels.cuh"
-#include "kernels/device.hpp"
 #include "kernels/quant_codes.cuh"
 #include "kernels/sm90/copy.cuh"
 #include "kernels/sm90/fragment.hpp"
@@ -41,355 +37,7 @@
 namespace lowbit::kernels::attention::detail {
 namespace {
 
-namespace steps = lowbit::attention::steps;
-using lowbit::attention::KvOrder;
-using lowbit::attention::Sage2HopperRecipe;
-using lowbit::attention::sage2_8b_hopper;
 using sm90::KMajorLayout;
-
-constexpr int kThreads = 256;  // threads of the quantization kernel
-constexpr float kInt8Target = 127.0f;   // max_finite(int8): Q and K scales are amax / 127
-constexpr float kE4m3Target = 448.0f;   // max_finite(e4m3): V scales are amax / 448
-
-// The per-thread groups of the recipe (quant::derive_groups on the host; [0]: d = 64, [1]: d = 128).
-__constant__ quant::QkGroups kGroups[2];
-__device__ inline const quant::QkGroups& groups_of(int head_dim) { return kGroups[head_dim == 128]; }
-
-template <class T>
-__device__ inline float to_float(T x);
-template <>
-__device__ inline float to_float(__half x) { return __half2float(x); }
-template <>
-__device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-
-template <class T>
-__device__ inline T from_float(float x);
-template <>
-__device__ inline __half from_float(float x) { return __float2half_rn(x); }
-template <>
-__device__ inline __nv_bfloat16 from_float(float x) { return __float2bfloat16_rn(x); }
-
-// Two adjacent outputs, each rounded to nearest even, in one 4-byte store.
-__device__ inline void store_pair(__half* at, float a, float b) {
-  *reinterpret_cast<__half2*>(at) = __floats2half2_rn(a, b);
-}
-__device__ inline void store_pair(__nv_bfloat16* at, float a, float b) {
-  *reinterpret_cast<__nv_bfloat162*>(at) = __floats2bfloat162_rn(a, b);
-}
-
-// Two adjacent 16-bit values, one 4-byte load.
-template <class T>
-using PairOf = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
-
-// Every row of a tensor (rows `stride` elements apart from `first`) starts at a multiple of `bytes`:
-// what a kernel's loads of `bytes` a row piece need (else it reads element by element).
-template <class T>
-__device__ inline bool rows_aligned(const T* first, long long stride, int bytes) {
-  return reinterpret_cast<std::uintptr_t>(first) % bytes == 0 && stride * static_cast<long long>(sizeof(T)) % bytes == 0;
-}
-
-// ---- K/V statistics: per chunk of key_mean_chunk tokens, the K sums (double) and V amax ---------
-// A thread takes two adjacent channels of one chunk, tokens in order (the recipe's chunk sum), the
-// pair one 4-byte load where the strides allow it (a warp's load then is 128 bytes of a row); a
-// block, kStatisticsChunks chunks.
-constexpr int kStatisticsChunks = 2;
-template <class T, int HeadDim>
-__global__ void __launch_bounds__(HeadDim / 2 * kStatisticsChunks) key_value_statistics(const QuantizeParams p) {
-  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  constexpr int kPairs = HeadDim / 2;
-  using Pair = PairOf<T>;
-  const int chunk = blockIdx.x * kStatisticsChunks + threadIdx.x / kPairs, h = blockIdx.y, b = blockIdx.z;
-  const int c = threadIdx.x % kPairs * 2;
-  if (chunk >= p.key_chunks) return;
-  const T* k = static_cast<const T*>(p.k) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
-  const T* v = static_cast<const T*>(p.v) + b * p.kv_strides.batch + h * p.kv_strides.head + c;
-  const long long stride = p.kv_strides.token;
-  const bool pairs = rows_aligned(k, stride, sizeof(Pair)) && rows_aligned(v, stride, sizeof(Pair));
-  const int first = chunk * recipe.key_mean_chunk, last = min(p.tokens, first + recipe.key_mean_chunk);
-  double sum[2] = {0.0, 0.0};
-  float amax[2] = {0.0f, 0.0f};
-  const auto add = [&](float k0, float k1, float v0, float v1) {
-    sum[0] = lowbit::attention::add_key(sum[0], k0), sum[1] = lowbit::attention::add_key(sum[1], k1);
-    amax[0] = fmaxf(amax[0], fabsf(v0)), amax[1] = fmaxf(amax[1], fabsf(v1));
-  };
-  if (pairs) {
-#pragma unroll 8
-    for (int t = first; t < last; ++t) {
-      const Pair kt = *reinterpret_cast<const Pair*>(k + t * stride), vt = *reinterpret_cast<const Pair*>(v + t * stride);
-      add(to_float(kt.x), to_float(kt.y), to_float(vt.x), to_float(vt.y));
-    }
-  } else {
-    for (int t = first; t < last; ++t)
-      add(to_float(k[t * stride]), to_float(k[t * stride + 1]), to_float(v[t * stride]), to_float(v[t * stride + 1]));
-  }
-  const long long slot = ((long long)(b * p.heads_kv + h) * p.key_chunks + chunk) * HeadDim + c;
-  for (int e = 0; e < 2; ++e) {
-    p.out.k_chunk_sums[slot + e] = sum[e];
-    p.out.v_chunk_amax[slot + e] = amax[e];
-  }
-}
-
-// ---- the K mean and the V scales of a KV head, once: every quantization block reads them ---------
-// One thread per channel; the chunk sums in chunk order (the recipe's), the V amax over the chunks.
-// The loads go kBatch chunks at a time ahead of their sums: the grid is one block an SM, so a thread's
-// round trips set the time (one chunk at a time: 11.2 us at d = 128, N = 8K on an H100).
-template <int HeadDim>
-__global__ void __launch_bounds__(HeadDim) key_mean_value_scales(const QuantizeParams p) {
-  constexpr int kBatch = 32;
-  const long long head = (long long)blockIdx.y * p.heads_kv + blockIdx.x;
-  const int c = threadIdx.x;
-  double total = 0.0;
-  float amax = 0.0f;
-  for (int first = 0; first < p.key_chunks; first += kBatch) {
-    double sums[kBatch];
-    float amaxes[kBatch];
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      const long long slot = (head * p.key_chunks + first + k) * HeadDim + c;
-      sums[k] = first + k < p.key_chunks ? p.out.k_chunk_sums[slot] : 0.0;
-      amaxes[k] = first + k < p.key_chunks ? p.out.v_chunk_amax[slot] : 0.0f;
-    }
-#pragma unroll
-    for (int k = 0; k < kBatch; ++k) {
-      if (first + k >= p.key_chunks) break;
-      total = lowbit::attention::add_chunk_sum(total, sums[k]);
-      amax = fmaxf(amax, amaxes[k]);
-    }
-  }
-  p.out.k_mean[head * HeadDim + c] = lowbit::attention::key_mean(total, p.tokens);
-  p.out.v_scales[head * HeadDim + c] = __fdiv_rn(amax, kE4m3Target);
-}
-
-// ---- quantization of one block of tokens of one head --------------------------------------------
-// Rows of the block (block_q for Q, block_kv for K) are spread over the warps, each lane holding
-// HeadDim / 32 consecutive channels of a row (its codes: one store). Group amax = max over the
-// group's rows of the row amax (max is exact, so the order is free: a warp takes its rows' maximum
-// into their group by an atomic max on the bits, which order non-negative floats as unsigned
-// integers); scale = amax / 127 in fp32; codes from the fp32 quotient.
-template <int MaxRows>
-struct QuantizeTile {
-  unsigned group_amax_bits[MaxRows];  // zero, and a barrier since, before quantize_int8_block
-  float group_scale[MaxRows];
-  float group_inverse[MaxRows];
-};
-
-// The channels of a row that lane l of a warp holds in quantize_int8_block: kChannelsPerLane
-// consecutive ones from first_channel_of_lane(l).
-template <int HeadDim>
-inline constexpr int kChannelsPerLane = HeadDim / 32;
-template <int HeadDim>
-__device__ constexpr int first_channel_of_lane(int lane) { return kChannelsPerLane<HeadDim> * lane; }
-
-// N consecutive values of a staged row from an even channel, as fp32, a 4-byte load per pair.
-template <int N, class T>
-__device__ inline void load_pairs(const T* from, float (&x)[N]) {
-#pragma unroll
-  for (int e = 0; e < N; e += 2) {
-    const PairOf<T> pair = *reinterpret_cast<const PairOf<T>*>(from + e);
-    x[e] = to_float(pair.x), x[e + 1] = to_float(pair.y);
-  }
-}
-
-// load(row, x) fills x with the fp32 values of the calling lane's channels of the row (0 for
-// padding rows); writes their codes at codes[at(row)] (consecutive bytes there) and the raw group
-// scales.
-template <int Rows, int HeadDim, bool SmallScales, int MaxRows, class Load, class At>
-__device__ void quantize_int8_block(const quant::BlockGroups& groups, Load load, std::int8_t* codes, At at,
-                                    QuantizeTile<MaxRows>& tile) {
-  static_assert(Rows <= MaxRows);
-  constexpr int kPerLane = kChannelsPerLane<HeadDim>, kWarps = kThreads / 32;
-  using Word = std::conditional_t<kPerLane == 4, std::uint32_t, std::uint16_t>;  // a lane's codes of a row
-  static_assert(kPerLane == 4 || kPerLane == 2, "d = 128 or 64");
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  // A warp's rows (warp, warp + kWarps, ...) often share a group (K's per-thread groups are rows 8
-  // apart): a lane keeps a running maximum, and the warp reduces it into the group only where the
-  // next row's group differs (the rows are the warp's, so the branch is uniform).
-  float amax = 0.0f;
-  for (int row = warp; row < Rows; row += kWarps) {
-    float x[kPerLane];
-    load(row, x);
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) amax = fmaxf(amax, fabsf(x[e]));
-    const int group = groups.group_of_row[row];
-    if (row + kWarps < Rows && groups.group_of_row[row + kWarps] == group) continue;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    if (lane == 0) atomicMax(&tile.group_amax_bits[group], __float_as_uint(amax));
-    amax = 0.0f;
-  }
-  __syncthreads();
-  for (int group = threadIdx.x; group < groups.count; group += kThreads) {
-    const float scale = __fdiv_rn(__uint_as_float(tile.group_amax_bits[group]), kInt8Target);
-    tile.group_scale[group] = scale;
-    tile.group_inverse[group] = inverse_of(scale);
-  }
-  __syncthreads();
-  for (int row = warp; row < Rows; row += kWarps) {
-    const int group = groups.group_of_row[row];
-    float x[kPerLane];
-    load(row, x);
-    *reinterpret_cast<Word*>(codes + at(row)) = Word(int8_codes<SmallScales>(x, tile.group_scale[group], tile.group_inverse[group]));
-  }
-}
-
-// P's key of each position of a group of 32 as compile-time data a thread reads in two shifts:
-// word j holds key_of_column[4 q + j] for q = 0 .. 7, 5 bits each.
-constexpr std::array<std::uint64_t, 4> key_fields_of(const sm90::AccumulatorToA8& map) {
-  static_assert(sm90::AccumulatorToA8::kGroupColumns == 32, "5-bit keys, 8 words of 4 positions");
-  std::array<std::uint64_t, 4> fields{};
-  for (int q = 0; q < 8; ++q)
-    for (int j = 0; j < 4; ++j) fields[j] |= std::uint64_t(map.key_of_column[4 * q + j]) << (5 * q);
-  return fields;
-}
-
-// Blocks of quantize_block an SM must hold by its registers: at d = 128 the 6 its shared memory
-// allows (ptxas takes 48 registers otherwise, room for 5); at d = 64 ptxas's choice (78 registers,
-// 3 blocks; 64 spill).
-template <int HeadDim>
-inline constexpr int kQuantizeMinBlocks = HeadDim == 128 ? 6 : 1;
-
-// blockIdx.x: the token block; blockIdx.y: KV heads first, then Q heads; blockIdx.z: the batch. The
-// batches and the KV heads run in the reverse of key_value_statistics' order, so the first blocks
-// read the K and V that the statistics read last, while the L2 still holds them.
-template <class T, int HeadDim>
-__global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantize_block(const QuantizeParams p) {
-  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  constexpr int kQRows = recipe.block_q, kRows = recipe.block_kv;  // a Q block, a K/V block
-  constexpr int kMaxRows = kQRows > kRows ? kQRows : kRows;
-  constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(recipe.block_kv);
-  static_assert(p_map.consistent, "the accumulator -> A fragment map of P");
-  __shared__ QuantizeTile<kMaxRows> tile;
-  __shared__ float channel[HeadDim];          // K mean or V scale
-  __shared__ float channel_inverse[HeadDim];  // V: inverse_of(scale)
-  // The block's Q, K or V values, read from global memory once, row by row (coalesced); each pass
-  // (row amax, codes, the LSE bias, V's transposed store) reads them here. (Rows 2 elements longer:
-  // V's pass reads 32 rows of one channel at once, then in 32 banks.)
-  __shared__ __align__(16) T values[kMaxRows][HeadDim + 2];
-  const quant::QkGroups& groups = groups_of(HeadDim);
-  constexpr int kPerLane = kChannelsPerLane<HeadDim>;
-  constexpr bool kSmallScales = !std::is_same_v<T, __half>;  // scales below 2^-92 (quant_codes.cuh)
-  const int block = blockIdx.x, b = p.batch - 1 - int(blockIdx.z);
-  // The group maxima start at 0 (every path stages its values, whose barrier follows, before
-  // quantize_int8_block).
-  for (int group = threadIdx.x; group < kMaxRows; group += kThreads) tile.group_amax_bits[group] = 0;
-  // 16 bytes a load where the rows allow it (4-byte stores into the padded rows), else 2; rows: a
-  // multiple of 4. A warp takes a patch of 4 rows x 8 pieces: rows are 1 word past a multiple of
-  // 32 banks and a piece is 4 words, so the patch's 32 stores of each word land in 32 banks (2 rows
-  // x 16 pieces conflicted 2 ways).
-  // Warp w takes patch w mod kPatchesAcross of rows 4 (w / kPatchesAcross) .. + 3, then the same
-  // patch kRowsPerRound rows further each round: a thread's channels stay fixed. `rows` (a
-  // std::integral_constant): the block's rows.
-  const auto stage = [&](const T* input, long long token_stride, int t0, auto rows) {
-    constexpr int kRowsToStage = decltype(rows)::value;
-    constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
-    constexpr int kWarps = kThreads / 32, kRowsPerRound = kWarps / kPatchesAcross * 4;
-    // A thread's loads go kBatch at a time, then their stores: one at a time, each store waiting
-    // for its load, kept too few bytes in flight for the DRAM (Nsight Compute: 75% of its
-    // throughput, half the warps' time waiting on the loads).
-    constexpr int kBatch = 4;
-    static_assert(sizeof(values[0]) % 128 == 4 && kPieces % 8 == 0, "a patch of 4 rows x 8 pieces in 32 banks");
-    static_assert(kWarps % kPatchesAcross == 0 && kRowsToStage % (kBatch * kRowsPerRound) == 0,
-                  "whole rows of patches a round, whole batches of rounds");
-    if (rows_aligned(input, token_stride, 16)) {
-      const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-      const int c = (warp % kPatchesAcross * 8 + lane % 8) * kPiece;
-      for (int first = warp / kPatchesAcross * 4 + lane / 8; first < kRowsToStage; first += kBatch * kRowsPerRound) {
-        uint4 bytes[kBatch];
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          const int t = t0 + first + k * kRowsPerRound;
-          bytes[k] = t < p.tokens ? *reinterpret_cast<const uint4*>(input + t * token_stride + c) : uint4{0, 0, 0, 0};
-        }
-#pragma unroll
-        for (int k = 0; k < kBatch; ++k) {
-          std::uint32_t* to = reinterpret_cast<std::uint32_t*>(&values[first + k * kRowsPerRound][c]);
-          to[0] = bytes[k].x, to[1] = bytes[k].y, to[2] = bytes[k].z, to[3] = bytes[k].w;
-        }
-      }
-    } else {
-      for (int e = threadIdx.x; e < kRowsToStage * HeadDim; e += kThreads) {
-        const int row = e / HeadDim, c = e % HeadDim, t = t0 + row;
-        values[row][c] = t < p.tokens ? input[t * token_stride + c] : from_float<T>(0.0f);
-      }
-    }
-    __syncthreads();
-  };
-  // A KV head's K mean or V scales (key_mean_value_scales) into channel[].
-  const auto load_channels = [&](const float* values) {
-    for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel[c] = values[c];
-    __syncthreads();
-  };
-  if (int(blockIdx.y) >= p.heads_kv) {
-    const int h = blockIdx.y - p.heads_kv, t0 = block * kQRows;
-    if (t0 >= p.padded_q) return;
-    stage(static_cast<const T*>(p.q) + b * p.q_strides.batch + h * p.q_strides.head, p.q_strides.token, t0, std::integral_constant<int, kQRows>{});
-    const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
-    const auto load = [&](int row, float (&x)[kPerLane]) { load_pairs(&values[row][c0], x); };  // padding rows hold 0
-    const long long head = (long long)b * p.heads_q + h;
-    quantize_int8_block<kQRows, HeadDim, kSmallScales>(groups.q, load, p.out.q_codes + (head * p.padded_q + t0) * HeadDim,
-                                         [&](int row) { return row * HeadDim + c0; }, tile);
-    for (int group = threadIdx.x; group < groups.q.count; group += kThreads)
-      p.out.q_scales[(head * (p.padded_q / kQRows) + block) * p.q_groups + group] =
-          steps::fold_softmax_scale(tile.group_scale[group], p.softmax_scale_log2);
-    // The row bias of the LSE: q . kbar of the row's KV head.
-    load_channels(p.out.k_mean + ((long long)b * p.heads_kv + h / (p.heads_q / p.heads_kv)) * HeadDim);
-    for (int row = threadIdx.x; row < kQRows; row += kThreads)
-      p.out.q_bias[head * p.padded_q + t0 + row] =
-          steps::smoothing_bias([&](int c) { return to_float(values[row][c]); }, channel, HeadDim, p.softmax_scale_log2);
-    return;
-  }
-  const int h = p.heads_kv - 1 - int(blockIdx.y), t0 = block * kRows;
-  if (t0 >= p.padded_kv) return;
-  const long long head = (long long)b * p.heads_kv + h;
-  const long long input_head = b * p.kv_strides.batch + h * p.kv_strides.head;
-  load_channels(p.out.k_mean + head * HeadDim);
-  stage(static_cast<const T*>(p.k) + input_head, p.kv_strides.token, t0, std::integral_constant<int, kRows>{});
-  // The K means of this lane's channels in quantize_int8_block, in registers: read from channel[]
-  // per value, 32 lanes 16 bytes apart conflicted 4 ways on the shared-memory banks.
-  const int c0 = first_channel_of_lane<HeadDim>(threadIdx.x % 32);
-  float kbar[kPerLane];
-#pragma unroll
-  for (int e = 0; e < kPerLane; ++e) kbar[e] = channel[c0 + e];
-  const auto load = [&](int row, float (&x)[kPerLane]) {
-    load_pairs(&values[row][c0], x);
-#pragma unroll
-    for (int e = 0; e < kPerLane; ++e) x[e] = t0 + row < p.tokens ? lowbit::attention::smooth_key(x[e], kbar[e]) : 0.0f;
-  };
-  // The block's codes are one tile (t0 a multiple of block_kv), so a row's offset is the tile's.
-  quantize_int8_block<kRows, HeadDim, kSmallScales>(groups.k, load, p.out.k_codes + head * p.padded_kv * HeadDim + k_code_offset(t0, 0, HeadDim, kRows),
-                                      [&](int row) { return k_code_offset(row, c0, HeadDim, kRows); }, tile);
-  for (int group = threadIdx.x; group < groups.k.count; group += kThreads)
-    p.out.k_scales[(head * (p.padded_kv / kRows) + block) * p.k_groups + group] = tile.group_scale[group];
-  __syncthreads();  // channel[] and values[] are reused for V
-
-  // V: the per-channel scales; codes stored as V^T with the P permutation.
-  for (int c = threadIdx.x; c < HeadDim; c += kThreads) channel_inverse[c] = inverse_of(p.out.v_scales[head * HeadDim + c]);
-  load_channels(p.out.v_scales + head * HeadDim);
-  stage(static_cast<const T*>(p.v) + input_head, p.kv_strides.token, t0, std::integral_constant<int, kRows>{});
-  // Thread -> (channel, 4 consecutive positions): one 4-byte store. A warp takes 8 words of 4
-  // channels: its 8 rows of a position j lie in one group of P's columns, so they are 8 distinct
-  // keys in 8 distinct banks (32 words of one channel conflicted 4 ways). A thread keeps its
-  // positions in every round, so its 4 keys are looked up once, in 5-bit fields of compile-time
-  // words (a run-time index into p_map compiles to a chain of selects).
-  constexpr int kColumns = sm90::AccumulatorToA8::kGroupColumns, kWords = kRows / 4, kWordGroups = kWords / 8;
-  static_assert(kWords % 8 == 0 && kColumns == 32 && (kThreads / 32) % kWordGroups == 0,
-                "a warp's 8 words in one group of columns, the same positions in every round");
-  constexpr std::array<std::uint64_t, 4> key_fields = key_fields_of(p_map);
-  constexpr int kChannelsPerRound = 4 * (kThreads / 32 / kWordGroups);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int position = (warp % kWordGroups * 8 + lane / 4) * 4;  // its group: warp % kWordGroups; q = lane / 4
-  int keys[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) keys[j] = warp % kWordGroups * kColumns + int(key_fields[j] >> (5 * (lane / 4)) & 31);
-  std::uint8_t* v_codes = p.out.v_codes + head * p.padded_kv * HeadDim + v_code_offset(0, t0, HeadDim, kRows);
-  for (int c = lane % 4 + 4 * (warp / kWordGroups); c < HeadDim; c += kChannelsPerRound) {
-    float v[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) v[j] = to_float(values[keys[j]][c]);
-    *reinterpret_cast<std::uint32_t*>(v_codes + v_code_offset(c, position, HeadDim, kRows)) =
-        e4m3_codes<kSmallScales>(v, channel[c], channel_inverse[c]);
-  }
-}
 
 // The exponential steps with the recipe's exp2 (unit and polynomial) as a template parameter
 // object: its coefficients and degree are then constants of the code (a function-local record
@@ -830,56 +478,8 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     }
 }
 
-void check_launch(const char* what) { check_cuda(cudaGetLastError(), what); }
-
 }  // namespace
 
-void upload_groups(int head_dim) {
-  static std::once_flag once;
-  static std::string failure;
-  std::call_once(once, [] {
-    quant::QkGroups both[2];
-    for (int d : {64, 128}) {
-      const Sage2HopperRecipe recipe = sage2_8b_hopper(d);
-      if (auto why = recipe.validate()) {
-        failure = "sage2-8b recipe for d=" + std::to_string(d) + ": " + *why;
-        return;
-      }
-      const quant::QkGroups g = quant::derive_groups(recipe.qk_tiling(), quant::GroupScope::thread);
-      // The attention kernel reads one Q scale and one K scale per thread.
-      const layout::Fragment s = layout::wgmma_m64_d(recipe.block_kv);
-      for (int unit = 0; unit < recipe.qk_tiling().units(); ++unit)
-        for (int t = 0; t < s.threads(); ++t)
-          for (int v = 0; v < s.value_count; ++v) {
-            const layout::Offset at = s(t, v), first = s(t, 0);
-            if (g.q.group_of_row[unit * 64 + at.row] != g.q.group_of_row[unit * 64 + first.row] ||
-                g.k.group_of_row[at.col] != g.k.group_of_row[first.col])
-              failure = "sage2-8b recipe for d=" + std::to_string(d) + ": thread " + std::to_string(t) +
-                        " holds two Q or K groups; the kernel has one score scale per thread";
-          }
-      both[d == 128] = g;
-    }
-    if (failure.empty()) check_cuda(cudaMemcpyToSymbol(kGroups, both, sizeof(both)), "cudaMemcpyToSymbol (groups)");
-  });
-  if (!failure.empty()) throw std::logic_error(failure);
-  (void)head_dim;
-}
-
-template <class T, int HeadDim>
-void statistics_for(const QuantizeParams& p, cudaStream_t stream) {
-  key_value_statistics<T, HeadDim><<<dim3((p.key_chunks + kStatisticsChunks - 1) / kStatisticsChunks, p.heads_kv, p.batch),
-                                     HeadDim / 2 * kStatisticsChunks, 0, stream>>>(p);
-  check_launch("key_value_statistics launch");
-  key_mean_value_scales<HeadDim><<<dim3(p.heads_kv, p.batch), HeadDim, 0, stream>>>(p);
-  check_launch("key_mean_value_scales launch");
-}
-template <class T, int HeadDim>
-void quantize_for(const QuantizeParams& p, cudaStream_t stream) {
-  constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
-  const int blocks = std::max(p.padded_q / recipe.block_q, p.padded_kv / recipe.block_kv);
-  quantize_block<T, HeadDim><<<dim3(blocks, p.heads_q + p.heads_kv, p.batch), kThreads, 0, stream>>>(p);
-  check_launch("quantize_block launch");
-}
 template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
   using Shape = AttentionShape<HeadDim>;
@@ -894,16 +494,10 @@ void attention_for(const AttentionParams& p, cudaStream_t stream) {
   kernel<<<dim3(blocks, p.heads_q, p.batch), Shape::kThreads, Shape::kBytes, stream>>>(p);
   check_launch("sage2_attention_kernel launch");
 }
-void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream) {
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (dtype == DType::fp16) head_dim == 64 ? statistics_for<__half, 64>(p, s) : statistics_for<__half, 128>(p, s);
-  else head_dim == 64 ? statistics_for<__nv_bfloat16, 64>(p, s) : statistics_for<__nv_bfloat16, 128>(p, s);
-}
-void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream) {
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
-  if (dtype == DType::fp16) head_dim == 64 ? quantize_for<__half, 64>(p, s) : quantize_for<__half, 128>(p, s);
-  else head_dim == 64 ? quantize_for<__nv_bfloat16, 64>(p, s) : quantize_for<__nv_bfloat16, 128>(p, s);
-}
+
+// This translation unit's copy of the groups (groups.cuh, groups.cu).
+void upload_attention_groups(const quant::QkGroups (&both)[2]) { copy_groups_to_device(both); }
+
 template <class Out, steps::Exp2Unit Exp2Unit>
 void attention_for_dtype(const AttentionParams& p, int head_dim, bool causal, cudaStream_t s) {
   if (head_dim == 64) causal ? attention_for<Out, 64, true, Exp2Unit>(p, s) : attention_for<Out, 64, false, Exp2Unit>(p, s);
