@@ -28,6 +28,7 @@
 #include "kernels/attention/sage2_device.cuh"
 #include "kernels/attention/sage2_kernels.cuh"
 #include "kernels/quant_codes.cuh"
+#include "kernels/sm90/accumulator.cuh"
 #include "kernels/sm90/copy.cuh"
 #include "kernels/sm90/fragment.hpp"
 #include "kernels/sm90/smem_layout.hpp"
@@ -164,11 +165,9 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   constexpr layout::Fragment kO = PvWgmma::accumulator;  // R and O: rows x head_dim channels
   constexpr auto s_values = sm90::value_offsets<kS>();
   constexpr auto o_values = sm90::value_offsets<kO>();
-  constexpr sm90::AccumulatorRows s_rows = sm90::accumulator_rows(kBlockKv);
-  constexpr sm90::AccumulatorToA8 p_map = sm90::accumulator_to_a8(kBlockKv);
-  static_assert(s_rows.consistent && p_map.consistent, "fragment maps");
-  constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = s_rows.per_row;
-  constexpr int kPGroups = p_map.groups;  // k32 steps of P·V
+  using STile = sm90::AccumulatorTile<kBlockKv>;  // S's rows, and P's A fragment
+  constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = STile::kPerRow;
+  constexpr int kPGroups = STile::kAGroups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
 
   extern __shared__ __align__(128) std::uint8_t smem[];
@@ -312,20 +311,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     sm90::fence_registers(s_acc);
 
     // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
-    // Step 2 first takes the lane's maximum of each row, in kMaxChains interleaved chains. Without
-    // masked keys it runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so
-    // the largest score is the score of the largest accumulator, and the chains need not wait for
-    // step 1 (nor keep its results beside the accumulators).
-    constexpr int kMaxChains = 4;
-    static_assert(kPerRow % kMaxChains == 0, "whole chains");
-    const auto lane_max = [&](const auto& values, int h) {
-      std::remove_cvref_t<decltype(values[0])> chains[kMaxChains];
-#pragma unroll
-      for (int c = 0; c < kMaxChains; ++c) chains[c] = values[s_rows.value[h][c]];
-#pragma unroll
-      for (int k = kMaxChains; k < kPerRow; ++k) chains[k % kMaxChains] = max(chains[k % kMaxChains], values[s_rows.value[h][k]]);
-      return max(max(chains[0], chains[1]), max(chains[2], chains[3]));
-    };
+    // Step 2 first takes the lane's maximum of each row (STile::lane_max). Without masked keys it
+    // runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so the largest
+    // score is the score of the largest accumulator, and the chains need not wait for step 1 (nor
+    // keep its results beside the accumulators).
     // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
     constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
     const float pair_scale = steps::score_scale(q_scale, k_scale);
@@ -334,7 +323,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     float block_max[2];
     if (!masked)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(lane_max(s_acc, h), scale);
+      for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(STile::lane_max(s_acc, h), scale);
     float x[kSValues];
 #pragma unroll
     for (int v = 0; v < kSValues; ++v) x[v] = kFused ? float(s_acc[v]) : steps::dequantize_score(s_acc[v], scale);
@@ -346,12 +335,9 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        block_max[h] = kFused ? steps::dequantize_score(lane_max(x, h), scale) : lane_max(x, h);
+        block_max[h] = kFused ? steps::dequantize_score(STile::lane_max(x, h), scale) : STile::lane_max(x, h);
     }
-#pragma unroll
-    for (int lanes = 1; lanes <= 2; lanes *= 2)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) block_max[h] = fmaxf(block_max[h], __shfl_xor_sync(0xffffffffu, block_max[h], lanes));
+    STile::quad_max(block_max);
     float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -360,23 +346,13 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
       offset[h] = new_offset;
       float p_row[kPerRow];
-#pragma unroll
-      for (int k = 0; k < kPerRow; ++k) {
-        const int v = s_rows.value[h][k];
-        x[v] = kFused ? fused_probability<recipe.exp2>(x[v], scale, new_offset)
-                      : probability<recipe.exp2>(x[v], new_offset);
-        p_row[k] = x[v];
-      }
+      STile::map_row(x, h, [&](float s) {
+        return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);
+      }, p_row);
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
     }
     std::uint32_t p_codes[kPGroups][4];
-#pragma unroll
-    for (int g = 0; g < kPGroups; ++g)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const auto& source = p_map.source[g];
-        p_codes[g][r] = steps::e4m3_code_quad(x[source[4 * r]], x[source[4 * r + 1]], x[source[4 * r + 2]], x[source[4 * r + 3]]);
-      }
+    STile::to_a8(x, p_codes, [](float p0, float p1, float p2, float p3) { return steps::e4m3_code_quad(p0, p1, p2, p3); });
 
     // Step 8: R = P V from +0 over the block's k32 steps (FP22). Keys within each group of 32 are
     // in the A fragment's order, V^T's rows in the same order (kernels/sm90/fragment.hpp).
