@@ -31,6 +31,7 @@
 #include "kernels/sm90/accumulator.cuh"
 #include "kernels/sm90/copy.cuh"
 #include "kernels/sm90/fragment.hpp"
+#include "kernels/sm90/kv_ring.cuh"
 #include "kernels/sm90/smem_layout.hpp"
 #include "kernels/sm90/sync.cuh"
 #include "kernels/sm90/wgmma.cuh"
@@ -107,10 +108,8 @@ struct AttentionShape {
   // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads').
   static constexpr int kUnitDone = 1;
   static_assert(kUnitDone + kUnitsPerBlock <= 16, "16 named barriers");
-  // The stage of KV block i (i >= 0; unsigned, so the remainder is a mask), and the parity of the
-  // phase of that stage's mbarrier the block is (the stage's (i / kStages)-th fill).
-  static constexpr int stage_of(int i) { return int(unsigned(i) % kStages); }
-  static constexpr std::uint32_t parity_of(int i) { return unsigned(i) / kStages % 2; }
+  // The block's ring of K/V stages: stage Ring::stage_of(i) holds KV block i.
+  using Ring = sm90::KvStageRing<kStages, kKBytes, kVBytes>;
 };
 
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
@@ -204,12 +203,16 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     return readers;
   };
 
-  // Stage s: its "full" mbarrier (one arrival, the refilling thread's, and the bytes of its bulk
-  // copies) and its "empty" one (one arrival per unit of the block).
+  // The ring's mbarriers: a stage's "full" one (the filling thread's arrival and the bytes of its
+  // bulk copies) and its "empty" one (kReleasesPerUnit arrivals per unit of the block).
+  using Ring = typename Shape::Ring;
   __shared__ std::uint64_t full[Shape::kStages];
   __shared__ std::uint64_t empty[Shape::kStages];
-  const auto load_kv = [&](int i) {  // one thread: KV block i into its stage
-    const int stage = Shape::stage_of(i);
+  const Ring ring{k_tiles, v_tiles, full, empty};
+  // One thread: KV block i into its stage. (Written out here: as a function of the ring, with the
+  // global addresses passed in or computed in it, the kernels compiled to other instructions.)
+  const auto load_kv = [&](int i) {
+    const int stage = Ring::stage_of(i);
     sm90::mbarrier_expect_bytes(&full[stage], Shape::kKBytes + Shape::kVBytes);
     sm90::bulk_copy_async(k_tiles + stage * Shape::kKBytes, k_codes + k_code_offset(i * kBlockKv, 0, HeadDim, kBlockKv),
                           Shape::kKBytes, &full[stage]);
@@ -229,7 +232,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
   constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;  // thread 0, or each warp's lane 0
   const auto release = [&](int i) {
-    if (kBarrierInLoop ? thread == 0 : thread % 32 == 0) sm90::mbarrier_arrive(&empty[Shape::stage_of(i)]);
+    if (kBarrierInLoop ? thread == 0 : thread % 32 == 0) ring.release(i);
   };
   // Block i's stage takes block i + kStages once every unit reading block i released it. The units
   // take turns at refilling in order; a unit that does not read block i + kStages leaves its turn
@@ -242,9 +245,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     const int next = i + Shape::kStages, turn = i % kUnits;
     if (thread != 0 || i < 0 || next >= block_kv_count) return;
     if (w != (kv_count_of(block * kUnits + turn) > next ? turn : last_unit)) return;
-    const int stage = Shape::stage_of(i), readers = readers_of(i);
-    if (readers < kUnits) sm90::mbarrier_arrive(&empty[stage], (kUnits - readers) * kReleasesPerUnit);
-    sm90::mbarrier_wait(&empty[stage], Shape::parity_of(i));
+    const int stage = Ring::stage_of(i), readers = readers_of(i);
+    if (readers < kUnits) ring.release(i, (kUnits - readers) * kReleasesPerUnit);
+    // (The wait written out: as the ring's wait for the empty phase, the kernels compiled to other
+    // instructions.)
+    sm90::mbarrier_wait(&empty[stage], Ring::parity_of(i));
     load_kv(next);
   };
   constexpr bool kQTilesFirst = Shape::q_tiles_first(Causal);
@@ -254,12 +259,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   if constexpr (kQTilesFirst) {
     if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
   }
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < Shape::kStages; ++s) {
-      sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], kUnits * kReleasesPerUnit);
-    }
-  }
+  if (threadIdx.x == 0) ring.init(kUnits * kReleasesPerUnit);
   __syncthreads();
   if (threadIdx.x == 0)
     for (int i = 0; i < kStagesAtEntry && i < block_kv_count; ++i) load_kv(i);
@@ -292,10 +292,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
 
   for (int i = 0; i < kv_count; ++i) {
-    const int stage = Shape::stage_of(i), kv0 = i * kBlockKv;
+    const int stage = Ring::stage_of(i), kv0 = i * kBlockKv;
     // The block's K scale is read before the waits (which the compiler cannot move a load across).
     const float k_scale = k_scales[(long long)i * p.k_groups];
-    sm90::mbarrier_wait(&full[stage], Shape::parity_of(i));
+    ring.wait_full(i);
 
     // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
     std::int32_t s_acc[kSValues];
