@@ -150,8 +150,7 @@ __global__ void __launch_bounds__(kThreads, kQuantizeMinBlocks<HeadDim>) quantiz
     constexpr int kPiece = 16 / sizeof(T), kPieces = HeadDim / kPiece, kPatchesAcross = kPieces / 8;
     constexpr int kWarps = kThreads / 32, kRowsPerRound = kWarps / kPatchesAcross * 4;
     // A thread's loads go kBatch at a time, then their stores: one at a time, each store waiting
-    // for its load, kept too few bytes in flight for the DRAM (Nsight Compute: 75% of its
-    // throughput, half the warps' time waiting on the loads).
+    // for its load, kept too few bytes in flight for the DRAM.
     constexpr int kBatch = 4;
     static_assert(sizeof(values[0]) % 128 == 4 && kPieces % 8 == 0, "a patch of 4 rows x 8 pieces in 32 banks");
     static_assert(kWarps % kPatchesAcross == 0 && kRowsToStage % (kBatch * kRowsPerRound) == 0,

@@ -58,11 +58,10 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 }
 
 // ---- attention -----------------------------------------------------------------------------------
-// How the units share the SM, per head dimension (chosen side by side on an H100,
-// results/bench_attention/README.md): at d = 128, three warpgroups in one block share a ring of 4
-// stages (the L2 then sends each K/V block once per 192 query rows, a third of the energy of one
-// warpgroup per block; the kernel runs at the GPU's power limit); at d = 64, one warpgroup per
-// block and four blocks per SM.
+// How the units share the SM, per head dimension: at d = 128, three warpgroups in one block share a
+// ring of 4 stages (the L2 then sends each K/V block once per 192 query rows: the kernel runs at the
+// GPU's power limit); at d = 64, one warpgroup per block and four blocks per SM. Every choice here
+// was timed side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
 template <int HeadDim>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
@@ -71,27 +70,21 @@ struct AttentionShape {
   static constexpr int kBlocksPerSm = HeadDim == 128 ? 1 : 4;
   static constexpr int kStages = HeadDim == 128 ? 4 : 2;
   // Where a unit refills the stage of the block before: while its P V runs at d = 128 (work in the
-  // shorter Q K^T wait held the unit back: 2-3% of the kernel's time at N = 8K, runs 44-46 of
-  // results/attention-gpu/runs/variants/2026-11-27/), while its Q K^T runs at d = 64 (2 stages:
-  // refilled at P V, the ring holds too little ahead).
+  // shorter Q K^T wait held the unit back), while its Q K^T runs at d = 64 (2 stages: refilled at
+  // P V, the ring holds too little ahead).
   static constexpr bool kRefillAtPv = HeadDim == 128;
   // Where a unit releases a stage: at d = 128 while its next Q K^T runs (`release` in the kernel);
-  // at d = 64, one unit a block, right after the barrier that ends its P V (1-2% faster non-causal,
-  // 2-4% causal: runs 46 and 49).
+  // at d = 64, one unit a block, right after the barrier that ends its P V (faster there).
   static constexpr bool kReleaseAtBarrier = HeadDim == 64;
   // Whether a unit's warps meet at a named barrier after each P V, so that thread 0 releases the
   // stage for the unit (one arrival a unit), or each warp releases it on its own (its lane 0: 4
-  // arrivals a unit) and the warps meet once, after the loop. Without the barrier the non-causal
-  // d = 128 kernel was 1.5-1.6% faster at N = 8K and 0.4-0.8% at 16K, the causal ones 0.8-0.9%
-  // slower, d = 64 0.5-0.9% slower (runs 59-60 of results/attention-gpu/runs/variants/2026-11-28/).
+  // arrivals a unit) and the warps meet once, after the loop: faster without the barrier only for
+  // the non-causal d = 128 kernel.
   static constexpr bool barrier_in_loop(bool causal) { return HeadDim == 64 || causal; }
   // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
   // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
-  // unit 0's Q tile landed. Asked for with the ring's 128 KB, the Q tiles that the first Q K^T
-  // needs came later (a block's entry took 3929 cycles to its first KV block, 3263 this way), and
-  // the kernel took 2.0-2.7% longer at N = 8K, 1.6-2.2% at 16K; asking for the Q tiles first but
-  // all stages at once gains nothing (runs 53-55 of results/attention-gpu/runs/variants/2026-11-28/).
-  // Causal (0.1-1.2% slower this way) and at d = 64 (four blocks an SM), the stages first.
+  // unit 0's Q tile landed: asked for with the ring's 128 KB, the Q tiles that the first Q K^T
+  // needs came later. Causal (slower this way) and at d = 64 (four blocks an SM), the stages first.
   static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
@@ -224,11 +217,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // reads of it complete there): thread 0 releases it past the unit barrier that follows them, or,
   // without that barrier (Shape::barrier_in_loop), each warp's lane 0 releases it for its warp. At
   // d = 128 block i - 1 is released while Q K^T of block i runs, where every warp of the unit waits
-  // anyway (each warp releasing block i right after its P V wait instead: 1.1% slower at N = 8K,
-  // run60); thread 0's release right after the barrier held warp 0 some 300 cycles behind the unit's
-  // other warps at the next Q K^T, a wgmma that starts when all 4 have issued it (run39-run42 of
-  // results/attention-gpu/runs/variants/2026-11-27/); at d = 64, see Shape::kReleaseAtBarrier. The
-  // release is an arrival on the stage's empty mbarrier, which returns nothing to wait for.
+  // anyway (each warp releasing block i right after its own P V wait was slower); thread 0's release
+  // right after the barrier held warp 0 behind the unit's other warps at the next Q K^T, a wgmma
+  // that starts when all 4 have issued it; at d = 64, see Shape::kReleaseAtBarrier. The release is
+  // an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
   constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;  // thread 0, or each warp's lane 0
   const auto release = [&](int i) {
@@ -255,7 +247,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   constexpr bool kQTilesFirst = Shape::q_tiles_first(Causal);
   constexpr int kStagesAtEntry = Shape::stages_at_entry(Causal);
   // The Q tile's address is written out at each of its two places: computed once above both, it
-  // made ptxas allocate the d = 64 kernels' registers otherwise (one of them spilled, run54).
+  // made ptxas allocate the d = 64 kernels' registers otherwise (one of them spilled).
   if constexpr (kQTilesFirst) {
     if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
   }
