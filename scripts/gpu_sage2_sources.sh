@@ -3,7 +3,7 @@
 # changes of 2026-11-25 were chosen: f6dfbb2:results/attention-gpu/runs/variants/2026-11-25/). Run from the
 # repository root on the GPU machine; it configures and builds there (CMake, sm_90a).
 #   The working tree's kernel is variant $WT (default "tree"); each $SOURCES/NAME.cu (default
-#   variants/*.cu) replaces kernels/attention/sage2_kernels.cu for a build of its own, and each
+#   variants/*.cu) replaces kernels/attention/sage2_attention_kernel.cu for a build of its own, and each
 #   directory $SOURCES/NAME/ holds files at their repository paths that replace the tree's for its
 #   build (a variant of the recipe and the kernel together). Per variant:
 #   the smoke test of the ex2 kernel (check_sage2_gpu --configs quick --exp2 sm90-ex2; a variant
@@ -27,7 +27,7 @@ source scripts/device/deps.sh
 source scripts/device/power_log.sh
 # shellcheck disable=SC2086  # a list of arguments
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a $LOWBIT_DEPS_CMAKE_ARGS > "$R/cmake.log" 2>&1
-kernel=kernels/attention/sage2_kernels.cu
+kernel=kernels/attention/sage2_attention_kernel.cu
 cp "$kernel" "$V/tree.cu"
 touch "$kernel"  # the tool copies the tree with its own times: a build left by an earlier call must not look newer
 build() {  # $1: the variant's name; its binaries go to $V/$1/

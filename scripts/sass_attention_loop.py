@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The attention kernel's KV loop in SASS, without a GPU: registers, spills, the loop's instructions.
 
-Compiles one instantiation of sage2_attention_kernel (a copy of kernels/attention/sage2_kernels.cu
-whose launch functions instantiate only it) to a cubin for sm_90a, disassembles it, and prints
+Compiles one instantiation of sage2_attention_kernel (a copy of kernels/attention/sage2_attention_kernel.cu,
+or of the sage2_kernels.cu that held every kernel before it, whose launch functions instantiate only
+it) to a cubin for sm_90a, disassembles it, and prints
 ptxas's registers and spills and the KV loop: the innermost backward branch around both the IGMMA
 (Q K^T) and the QGMMA (P V) instructions, its instruction count, its opcodes and any local loads or
 stores in it. With --against OTHER (another version of the kernel's source) it compiles both and says
@@ -11,7 +12,7 @@ labels aside), showing the first differences where not: how to check that a chan
 left the other instantiations' code alone.
 
   scripts/sass_attention_loop.py --head-dim 128 --causal no
-  scripts/sass_attention_loop.py --head-dim 64 --causal yes --against /tmp/old/sage2_kernels.cu
+  scripts/sass_attention_loop.py --head-dim 64 --causal yes --against /tmp/old/sage2_attention_kernel.cu
 
 Needs nvcc (CUDA 13) and nvdisasm: the toolkit's, or PyPI's nvidia-cuda-nvdisasm (`pip download
 --no-deps nvidia-cuda-nvdisasm`, unzip the wheel, NVDISASM=.../nvidia/cu13/bin/nvdisasm). Run from
@@ -30,8 +31,9 @@ import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 KERNEL = "sage2_attention_kernel"
-# The launch functions from here to the namespace's end are replaced by one that instantiates the kernel.
-FIRST_LAUNCH = "void launch_statistics("
+# The launch functions from the first of these to the namespace's end are replaced by one that
+# instantiates the kernel (sage2_attention_kernel.cu; sage2_kernels.cu before the kernels' split).
+FIRST_LAUNCH = ("void upload_attention_groups(", "void launch_statistics(")
 NAMESPACE_END = "}  // namespace lowbit::kernels::attention::detail"
 NVCC_FLAGS = ["-DBOOST_ALL_NO_LIB", "-DFMT_SHARED", f"-I{REPO}", "-isystem=/usr/include/eigen3", "-O3", "-DNDEBUG",
               "-arch=sm_90a", "--expt-relaxed-constexpr", "-std=c++20", "-x", "cu", "-cubin", "-Xptxas", "-v"]
@@ -47,9 +49,10 @@ def fail(message):
 def one_instantiation(source, out_type, head_dim, causal, exp2):
     """The source with its launch functions replaced by one that instantiates the chosen kernel."""
     text = source.read_text()
-    if FIRST_LAUNCH not in text or NAMESPACE_END not in text:
-        fail(f"{source}: no '{FIRST_LAUNCH}' or '{NAMESPACE_END}' to cut the launch functions at")
-    start, end = text.index(FIRST_LAUNCH), text.index(NAMESPACE_END)
+    starts = [text.index(mark) for mark in FIRST_LAUNCH if mark in text]
+    if not starts or NAMESPACE_END not in text:
+        fail(f"{source}: none of {FIRST_LAUNCH} or no '{NAMESPACE_END}' to cut the launch functions at")
+    start, end = min(starts), text.index(NAMESPACE_END)
     launch = f"""void launch_statistics(const QuantizeParams&, DType, int, std::uintptr_t) {{}}
 void launch_quantize(const QuantizeParams&, DType, int, std::uintptr_t) {{}}
 void launch_attention(const AttentionParams& p, DType, int, bool, steps::Exp2Unit, std::uintptr_t stream) {{
@@ -151,7 +154,7 @@ def compare(what, mine, theirs):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--source", default=str(REPO / "kernels/attention/sage2_kernels.cu"), help="the kernel's source")
+    parser.add_argument("--source", default=str(REPO / "kernels/attention/sage2_attention_kernel.cu"), help="the kernel's source")
     parser.add_argument("--head-dim", type=int, choices=(64, 128), default=128)
     parser.add_argument("--causal", choices=("no", "yes"), default="no")
     parser.add_argument("--exp2", choices=("sm90-ex2", "poly5"), default="sm90-ex2")

@@ -1,5 +1,5 @@
 // The device side of SageAttention2-8b (sage2_attention.hpp): what the launch code in api.cu
-// passes to the kernels of sage2_kernels.cu.
+// passes to the kernels (kv_statistics.cu, quantize.cu, sage2_attention_kernel.cu).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,9 @@ struct AttentionParams {
 // quant::derive_groups) visible to the kernels; checks that every thread of the attention kernel
 // holds one Q group and one K group (one score scale per thread). Throws std::logic_error if not.
 void upload_groups(int head_dim);
+// Each kernel translation unit's copy of the groups in constant memory ([0]: d = 64, [1]: d = 128).
+void upload_quantize_groups(const quant::QkGroups (&both)[2]);
+void upload_attention_groups(const quant::QkGroups (&both)[2]);
 
 void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
 void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);

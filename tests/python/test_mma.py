@@ -1,4 +1,4 @@
-"""mma() against the recorded GPU tiles (results/vectors/), bit for bit, as `lowbit verify-vectors`."""
+"""mma() against the recorded GPU tiles (verification/vectors/), bit for bit, as `lowbit verify-vectors`."""
 
 import gzip
 import itertools
@@ -23,7 +23,7 @@ def words(hex_text, count):
 def tiles():
     for name in FILES:
         seen = {}
-        with gzip.open(ROOT / "results" / "vectors" / name, "rt") as f:
+        with gzip.open(ROOT / "verification" / "vectors" / name, "rt") as f:
             for line in f:
                 t = json.loads(line)
                 if seen.setdefault(t["instruction"], 0) < TILES_PER_INSTRUCTION:
