@@ -28,18 +28,10 @@ _NUMPY_ELEMENTS = {
     "float6_e3m2fn": "e3m2",
     "float4_e2m1fn": "e2m1",
 }
-# torch dtype names (str(dtype) without "torch.") and theirs.
-_TORCH_ELEMENTS = {
-    "float32": "fp32",
-    "float64": "fp64",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "float8_e4m3fn": "e4m3",
-    "float8_e5m2": "e5m2",
-    "float8_e4m3fnuz": "e4m3fnuz",
-    "float8_e5m2fnuz": "e5m2fnuz",
-    "float8_e8m0fnu": "ue8m0",
-}
+# torch dtype names (str(dtype) without "torch.") and theirs: the same names as numpy's, fewer of them.
+_TORCH_ELEMENTS = {name: _NUMPY_ELEMENTS[name] for name in (
+    "float32", "float64", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+    "float8_e8m0fnu")}
 _BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.float64}
 
 
