@@ -45,7 +45,9 @@ python_oracles() {
 # no network means the package is not tested (said so); under CI=true it fails the run. torch is not
 # installed (its wheels are large): tests/python/test_torch.py reports itself skipped without it.
 python_package() {
-  local venv="$BUILD_DIR/python-venv"
+  mkdir -p "$BUILD_DIR"
+  local venv
+  venv="$(cd "$BUILD_DIR" && pwd)/python-venv"  # absolute: pytest runs from inside the build folder
   if ! { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } ||
      ! "$venv/bin/pip" install -q "scikit-build-core>=0.10" "nanobind>=2.0" "numpy<3" "ml_dtypes==0.6.0" pytest; then
     if [ "$REQUIRE_ORACLES" = ON ]; then
