@@ -49,7 +49,7 @@ inline float inverse_row_sum(float l) { return l == 0.0f || l != l ? 1.0f : step
 // split: a split-KV pass, which writes -inf where the kernel writes +inf.
 inline float log_sum_exp(float m, float l, float scale, bool split = false) {
   if (l == 0.0f || l != l) return split ? -__builtin_huge_valf() : __builtin_huge_valf();
-  return steps::fma_rn(m, scale, steps::mul_rn(sfu::sm90_lg2_at_least_one(l), steps::kLn2));
+  return steps::fma_rn(m, scale, steps::mul_rn(sfu::sm90_lg2(l), steps::kLn2));
 }
 
 }  // namespace lowbit::attention::flash2

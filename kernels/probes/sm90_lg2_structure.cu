@@ -7,9 +7,12 @@
 //    they fit.
 // 2. Every normal x >= 2^-126, x = 2^e (1 + i 2^-23), against float(e + T[i]) rounded to nearest
 //    even, toward zero and toward -inf (e + T[i] is exact in double): mismatches per exponent.
+// 3. [1/2, 1), where that rule fails: OUT_DIR/sm90_lg2_half_to_one.delta, bits(lg2(x)) minus bits of
+//    float(-1 + T[i]) rounded toward zero, x = (1 + i 2^-23) / 2, as little-endian int32.
 // Prints its findings (and writes them to OUT_DIR/sm90_lg2_structure.txt); exit 0 when it ran.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -57,6 +60,14 @@ __global__ void sweep(const float* t, unsigned long long* mismatches) {
   for (int mode = 0; mode < kModes; ++mode)
     if (__float_as_uint(rounded(exact_sum, mode)) != __float_as_uint(measured))
       atomicAdd(&mismatches[(biased - 1) * kModes + mode], 1ull);
+}
+
+// bits(lg2(x)) - bits(float(-1 + T[i]) toward zero), x = (1 + i 2^-23) / 2.
+__global__ void half_to_one(const float* t, int* delta) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= kMantissas) return;
+  const float measured = lg2_approx(__uint_as_float(0x3f000000u | i));
+  delta[i] = int(__float_as_uint(measured)) - int(__float_as_uint(__double2float_rz(-1.0 + double(t[i]))));
 }
 
 }  // namespace
@@ -140,6 +151,29 @@ int main(int argc, char** argv) {
     say(std::string("float(e + T[i]) ") + names[mode] + ": " + std::to_string(all) + " mismatches of " + std::to_string(total) +
         " normal inputs (" + std::to_string(at_least_one) + " with x >= 1);" + per_exponent);
   }
+  int* below = nullptr;
+  check(cudaMalloc(&below, kMantissas * sizeof(int)), "cudaMalloc half_to_one");
+  half_to_one<<<kMantissas / 256, 256>>>(table, below);
+  check(cudaGetLastError(), "half_to_one");
+  std::vector<int> d(kMantissas);
+  check(cudaMemcpy(d.data(), below, kMantissas * sizeof(int), cudaMemcpyDeviceToHost), "copy half_to_one");
+  cudaFree(below);
+  std::uint32_t differ = 0, first = kMantissas;
+  for (std::uint32_t i = 0; i < kMantissas; ++i)
+    if (d[i] != 0) differ += 1, first = std::min(first, i);
+  say("[1/2, 1): " + std::to_string(differ) + " of 2^23 differ from float(-1 + T[i]) toward zero" +
+      (differ ? ", the first at i = " + std::to_string(first) : std::string()));
+  {
+    const std::string delta_path = out + "/sm90_lg2_half_to_one.delta";
+    FILE* f = std::fopen(delta_path.c_str(), "wb");
+    if (!f || std::fwrite(d.data(), sizeof(int), d.size(), f) != d.size()) {
+      std::fprintf(stderr, "sm90_lg2_structure: cannot write %s\n", delta_path.c_str());
+      return 1;
+    }
+    std::fclose(f);
+    say("wrote " + delta_path);
+  }
+
   const std::string path = out + "/sm90_lg2_structure.txt";
   if (FILE* f = std::fopen(path.c_str(), "w")) {
     std::fputs(report.c_str(), f);
