@@ -13,6 +13,7 @@
 
 #include "emulation/attention/flash2_split.hpp"
 #include "emulation/attention/flash2_steps.hpp"
+#include "emulation/attention/flash3_steps.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
@@ -130,6 +131,7 @@ struct PreparedKv {
   Operand v_operand;               // keys_padded x value_dim (block-scaled: from V^T)
   MatrixCode v_scales;             // (keys_padded / block) x value_dim
   std::vector<float> v_scale;      // per channel, applied after normalization
+  DescaleStage descale;            // softmax flash3: this (batch, KV head)'s
 };
 
 struct PreparedQ {
@@ -361,12 +363,19 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   std::vector<float> o(n_rows * std::size_t(dv), 0.0f), alpha(n_rows), delta(n_keys);
   MatrixF s(rows, bkv), p(rows, bkv);
   // Fused exponent argument: s keeps the accumulators (exact) and pair_scale their fused scales;
-  // flash2 keeps the raw accumulators (its scale is one per head).
-  const bool flash2 = pl.softmax == Softmax::flash2;
-  const bool fused = pl.exponential.fused() && !flash2;
+  // flash2 and flash3 keep the raw accumulators (their scale is one per head).
+  const bool flash2 = pl.softmax == Softmax::flash2, flash3 = pl.softmax == Softmax::flash3;
+  const bool fused = pl.exponential.fused() && !flash2 && !flash3;
+  // flash3: the kernel's descales are the operands' per-tensor scales times the stage's.
+  const float flash3_offset = pl.p.log2_scale;
+  const float flash3_scale =
+      flash3 ? flash3::scale_log2(sh.head_dim, steps::mul_rn(row_scale(pq.q.tensor, pl.q, 0), kv.descale.q),
+                                  steps::mul_rn(row_scale(kv.k.tensor, pl.k, 0), kv.descale.k))
+             : 0.0f;
+  const float flash3_v_descale = flash3 ? steps::mul_rn(kv.v_scale[0], kv.descale.v) : 0.0f;
   MatrixF pair_scale(fused ? rows : 0, fused ? bkv : 0);
   const auto put_score = [&](int r, int c, float acc, float scale) {
-    if (flash2) {
+    if (flash2 || flash3) {
       s(r, c) = acc;
       return;
     }
@@ -449,7 +458,18 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         st.lanes[lane] = flash2::lane_sum(st.lanes[lane], alpha[std::size_t(r)], &p(r, 0), bkv, lane);
       st.m = m;
     }
-    for (int r = 0; r < rows && !flash2; ++r) {
+    for (int r = 0; r < rows && flash3; ++r) {
+      RowState& st = state[std::size_t(r)];
+      float m = st.m;
+      for (int c = 0; c < bkv; ++c) m = std::max(m, s(r, c));
+      alpha[std::size_t(r)] = flash3::rescale(st.m, m, flash3_scale);
+      const float scaled_max = flash3::scaled_max(m, flash3_scale, flash3_offset);
+      for (int c = 0; c < bkv; ++c) p(r, c) = flash3::probability(s(r, c), flash3_scale, scaled_max);
+      for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
+        st.lanes[lane] = flash2::lane_sum(st.lanes[lane], alpha[std::size_t(r)], &p(r, 0), bkv, lane);
+      st.m = m;
+    }
+    for (int r = 0; r < rows && !flash2 && !flash3; ++r) {
       RowState& st = state[std::size_t(r)];
       float m = st.m;
       for (int c = 0; c < bkv; ++c)
@@ -501,7 +521,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < dv; ++c)
           c_bits(r, c) = std::bit_cast<std::uint32_t>(
-              steps::mul_rn(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], alpha[std::size_t(r)]));
+              (flash3 ? flash3::mul_ftz : steps::mul_rn)(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], alpha[std::size_t(r)]));
       const MatrixCode b = kv.v_operand.codes.middleRows(first_v, bkv);
       const MatrixCode d = mma::gemm(pv, {pb.codes, b, c_bits});
       for (int r = 0; r < rows; ++r)
@@ -536,8 +556,16 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   // The end of each row.
   for (int r = 0; r < rows; ++r) {
     const RowState& st = state[std::size_t(r)];
-    const float l = flash2 ? flash2::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3])
-                           : steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
+    const float l = flash2 || flash3 ? flash2::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3])
+                                     : steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
+    if (flash3) {
+      const float factor = flash3::output_scale(l, flash3_v_descale);
+      for (int c = 0; c < dv; ++c)
+        out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] =
+            flash3::mul_ftz(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], factor);
+      lse[first_row + r] = flash3::log_sum_exp(st.m, l, flash3_scale, flash3_offset);
+      continue;
+    }
     const float inverse = flash2 ? flash2::inverse_row_sum(l) : steps::inverse_row_sum(l);
     for (int c = 0; c < dv; ++c) {
       float y = steps::normalize_output(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], inverse,
@@ -580,6 +608,30 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   if (q.dim != k.dim)
     fail("head dimensions differ: " + shape_of(options.q_name, q) + ", " + shape_of(options.k_name, k));
   if (auto why = pl.validate(q.dim, v.dim)) fail("pipeline " + pl.name + ": " + *why);
+  if (pl.tiling.kv_block(options.causal) != pl.tiling.block_kv) {  // the kernel's causal tile
+    Pipeline tiled = pl;
+    tiled.tiling.block_kv = pl.tiling.kv_block(options.causal);
+    tiled.tiling.block_kv_causal = 0;
+    return forward(tiled, q, k, v, options);
+  }
+  if (!options.descales.empty()) {
+    const auto n = std::size_t(3) * std::size_t(q.batch) * std::size_t(k.heads);
+    const std::string& name = options.descales_name;
+    if (pl.softmax != Softmax::flash3) fail(name + ": descales are FlashAttention-3's (softmax=flash3)");
+    if (pl.descale.q != 1.0f || pl.descale.k != 1.0f || pl.descale.v != 1.0f)
+      fail(name + ": descales given twice, per (batch, KV head) and as the descale stage");
+    if (options.descales.size() != n)
+      fail(fmt::format("{}: {} values; FlashAttention-3 takes [3, batch, kv_heads] = [3, {}, {}] ({})", name,
+                       options.descales.size(), q.batch, k.heads, n));
+    for (const auto* op : {&pl.q, &pl.k, &pl.v})
+      if (op->granularity != Granularity::none)
+        fail(name + ": descales scale E4M3 values as they are: set Q, K and V to granularity none (q=e4m3:none, "
+             "k=e4m3:none, v=e4m3:none)");
+    for (std::size_t i = 0; i < n; ++i)
+      if (!(options.descales[i] > 0.0f) || !std::isfinite(options.descales[i]))
+        fail(fmt::format("{}: value {} at [{}, {}, {}] is not a finite positive number", name, options.descales[i],
+                         i / (n / 3), i % (n / 3) / std::size_t(k.heads), i % std::size_t(k.heads)));
+  }
   check_finite(q, options.q_name);
   check_finite(k, options.k_name);
   check_finite(v, options.v_name);
@@ -628,7 +680,12 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
       for (int h = g * group; h < (g + 1) * group; ++h) qs.push_back(q.head(b, h));
       MatrixF kh = k.head(b, g);
       transform_qk(pl, qs, kh);
-      const PreparedKv kv = prepare_kv(cx, kh, v.head(b, g));
+      PreparedKv kv = prepare_kv(cx, kh, v.head(b, g));
+      kv.descale = pl.descale;
+      if (!options.descales.empty()) {
+        const std::size_t at = std::size_t(b) * std::size_t(k.heads) + std::size_t(g), n = options.descales.size() / 3;
+        kv.descale = {options.descales[at], options.descales[n + at], options.descales[2 * n + at]};
+      }
       std::vector<PreparedQ> pqs(static_cast<std::size_t>(group));
       parallel_for(std::size_t(group), options.threads, [&](std::size_t i, unsigned) { pqs[i] = prepare_q(cx, qs[i], kv.k.mean); });
       parallel_for(std::size_t(group) * std::size_t(q_blocks), options.threads, [&](std::size_t item, unsigned) {

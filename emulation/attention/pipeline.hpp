@@ -184,9 +184,18 @@ struct ExponentialStage {
 };
 
 // Which per-row softmax steps run: the contract of kernel_steps.hpp (lowbit's kernels and the papers'
-// presets), or PyTorch's FlashAttention-2 as released (flash2_steps.hpp: raw-score maxima, exp2f,
-// running lane sums, 1 / l, MUFU.LG2 in the LSE), which takes unscaled fp16/bf16 Q, K, V, P and o in place.
-enum class Softmax : std::uint8_t { contract, flash2 };
+// presets), PyTorch's FlashAttention-2 as released (flash2_steps.hpp: raw-score maxima, exp2f,
+// running lane sums, 1 / l, MUFU.LG2 in the LSE), which takes unscaled fp16/bf16 Q, K, V, P and o in
+// place, or FlashAttention-3's Hopper forward as released (flash3_steps.hpp: the same shape with fast
+// math, P offset by 2^(p's log2) before its cast, and the kernel's descales).
+enum class Softmax : std::uint8_t { contract, flash2, flash3 };
+
+// softmax flash3: the kernel's q_descale, k_descale, v_descale (FlashAttention-3 FP8), multiplied into
+// the operands' own per-tensor scales (1 for E4M3 values with amax 448).
+struct DescaleStage {
+  float q = 1.0f, k = 1.0f, v = 1.0f;
+  std::optional<std::string> validate() const;
+};
 
 struct TilingStage {
   int block_q = 128;   // queries per thread block
@@ -195,6 +204,10 @@ struct TilingStage {
   KvOrder kv_order = KvOrder::ascending;
   int sms = 0;         // softmax flash2: the GPU's multiprocessors, from which PyTorch picks its split-KV
                        // kernel (flash2_split.hpp); 0: never split
+  int block_kv_causal = 0;  // keys per KV block under a causal mask (FlashAttention-3 picks its tile by
+                            // it); 0: block_kv
+
+  int kv_block(bool causal) const { return causal && block_kv_causal ? block_kv_causal : block_kv; }
 
   std::optional<std::string> validate() const;
 };
@@ -211,6 +224,7 @@ struct Pipeline {
   AccumulationStage accumulation;
   ExponentialStage exponential;
   Softmax softmax = Softmax::contract;
+  DescaleStage descale;
   Format output = formats::fp16;
   bool kernel_output = false;  // a released kernel's preset: the output format is the kernel's, whatever the inputs' are  // the format the output is rounded to (to nearest even)
 
@@ -266,6 +280,11 @@ struct ForwardOptions {
   // (-1: to the last), and a row none of whose keys is in them gets LSE -inf, as a split writes it.
   int kv_block_begin = 0, kv_block_end = -1;
   bool split_pass() const { return kv_block_begin != 0 || kv_block_end != -1; }
+  // softmax flash3: FlashAttention-3's q_descale, k_descale and v_descale tensors as the kernel takes
+  // them, [3, batch, kv_heads] row-major, for Q, K, V of E4M3 values as they are (granularity none);
+  // empty: the pipeline's descale stage for every head.
+  std::vector<float> descales;
+  std::string descales_name = "descales";  // how errors name them
 };
 
 // One (batch, head) of Q, K or V as the MMAs read it.

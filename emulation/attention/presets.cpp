@@ -19,6 +19,7 @@ constexpr const char* kFp8MmaF32 = "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e
 constexpr const char* kFp8MmaF16 = "mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16";
 constexpr const char* kWgmmaS8 = "wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8";
 constexpr const char* kWgmmaE4m3 = "wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3";
+constexpr const char* kWgmmaBf16 = "wgmma.mma_async.sync.aligned.m64nNk16.f32.bf16.bf16";
 constexpr const char* kNvfp4Mma =
     "mma.sync.aligned.m16n8k64.row.col.kind::mxf4nvf4.block_scale.scale_vec::4X.f32.e2m1.e2m1.f32.ue4m3";
 
@@ -213,21 +214,47 @@ Pipeline sage3() {
   return p;
 }
 
-Pipeline fa3_fp8() {
+// FlashAttention-3's Hopper forward as the PyPI wheel fa3-fwd 0.0.3 runs it (flash3_steps.hpp), with the
+// tiles hopper/tile_size.h picks (the names of the wheel's sm_90a kernels): E4M3 128 x 224 at d = 128,
+// 192 x 160 at d = 64; bf16 128 x 176 (128 causal) at d = 128, 192 x 192 (128 causal) at d = 64.
+Pipeline fa3(bool fp8, int head_dim) {
+  const char* name = fp8 ? "fa3-fp8" : "fa3-bf16";
+  if (head_dim != 64 && head_dim != 128)
+    throw std::invalid_argument(fmt::format(
+        "preset {}: head dimension {} is not modelled (FlashAttention-3's kernels are modelled at d = 64 and 128)", name,
+        head_dim));
   Pipeline p;
-  p.name = "fa3-fp8";
+  p.name = name;
   p.follows =
-      "FlashAttention-3 FP8 forward (Shah et al., 2024) on Hopper: per-(batch, head) E4M3 Q, K, V (scale amax / 448), "
-      "wgmma e4m3 for QK^T and P V, P at 256 (max offset 8 in the exponent), O kept in the wgmma accumulator (FP22) and "
-      "rescaled in place. Assumed: 128 x 128 tiles, the contract's softmax steps with a correctly rounded exp2 (FA3 "
-      "runs MUFU.EX2)";
+      std::string("FlashAttention-3's Hopper forward (Shah et al., 2024) as released: PyPI fa3-fwd 0.0.3 "
+                  "(flash_attn_func, num_splits=1), its sm_90a SASS (flash3_steps.hpp). ") +
+      (fp8 ? "E4M3 Q, K, V as the kernel takes them: E4M3 values (one scale per (batch, head), amax / 448: 1 for values "
+             "with amax 448) times the stage descale (the kernel's q_descale, k_descale, v_descale); wgmma e4m3 for "
+             "Q K^T and P V, P offset by 2^8 before its cast, bf16 output. "
+           : "bf16 Q, K, V; wgmma bf16 for Q K^T and P V, P cast to bf16, bf16 output. ") +
+      "Tiles " + (head_dim == 128 ? "128 x " : "192 x ") +
+      (fp8 ? (head_dim == 128 ? "224" : "160") : (head_dim == 128 ? "176 (128 causal)" : "192 (128 causal)")) +
+      ", KV blocks last to first, O rescaled in place. Checked on an H100 (verification/captures/" + name +
+      "). Causal: top-left as PyTorch's is_causal; FlashAttention-3 aligns bottom-right, the same where queries and "
+      "keys are as many";
   p.arch = "sm_90";
-  p.tiling = {128, 128, 8, KvOrder::ascending};
-  p.q = p.k = p.v = {formats::e4m3, Granularity::per_tensor};
-  p.qk.instruction = p.pv.instruction = kWgmmaE4m3;
-  p.p = {formats::e4m3, PScale::static_exponent, 8};
+  const int block_q = head_dim == 128 ? 128 : 192;
+  if (fp8) {
+    p.tiling = {block_q, head_dim == 128 ? 224 : 160, 8, KvOrder::descending};
+    p.q = p.k = p.v = {formats::e4m3, Granularity::per_tensor};
+    p.qk.instruction = p.pv.instruction = kWgmmaE4m3;
+    p.p = {formats::e4m3, PScale::static_exponent, 8};
+  } else {
+    p.tiling = {block_q, head_dim == 128 ? 176 : 192, 8, KvOrder::descending};
+    p.tiling.block_kv_causal = 128;
+    p.q = p.k = p.v = {formats::bf16, Granularity::none};
+    p.qk.instruction = p.pv.instruction = kWgmmaBf16;
+    p.p = {formats::bf16, PScale::static_exponent, 0};
+  }
   p.accumulation = {Accumulation::in_place, 0};
-  p.exponential.exact = true;
+  p.softmax = Softmax::flash3;
+  p.output = formats::bf16;
+  p.kernel_output = true;
   return p;
 }
 
@@ -247,7 +274,8 @@ const std::vector<PresetInfo>& preset_list() {
       {"sage2-4b", "SageAttention2-4b on Ada: per-thread INT4 QK, smooth Q+K, FP8 P V (FP22)"},
       {"sage2pp", "SageAttention2++: FP8 P V with fp16 accumulators, narrowed P and V"},
       {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},
-      {"fa3-fp8", "FlashAttention-3 FP8 on Hopper: per-tensor E4M3, FP22 accumulator in place"},
+      {"fa3-fp8", "FlashAttention-3's FP8 forward (PyPI fa3-fwd 0.0.3) on Hopper, as released: E4M3 with descales"},
+      {"fa3-bf16", "the same kernel family, bf16"},
       {"smoothattn", "SageAttention2's SmoothAttn baseline (migration, alpha 0.5), otherwise sage2-4b"},
       {"hadamard", "SageAttention2's HadmdAttn baseline (random Hadamard), otherwise sage2-4b"},
   };
@@ -266,7 +294,8 @@ Pipeline preset(std::string_view name, int head_dim) {
   if (name == "sage2-4b") return sage2_4b();
   if (name == "sage2pp") return sage2pp();
   if (name == "sage3") return sage3();
-  if (name == "fa3-fp8") return fa3_fp8();
+  if (name == "fa3-fp8") return fa3(true, head_dim);
+  if (name == "fa3-bf16") return fa3(false, head_dim);
   if (name == "smoothattn") return smoothattn();
   if (name == "hadamard") return hadamard();
   std::string names;

@@ -300,12 +300,19 @@ std::optional<std::string> AccumulationStage::validate() const {
 std::optional<std::string> TilingStage::validate() const {
   if (block_q < 1 || block_q > quant::kMaxBlockRows)
     return fmt::format("block-q={} lies outside 1..{}", block_q, quant::kMaxBlockRows);
-  // Each of the 4 lanes of a row holds block_kv / 4 columns, summed as a balanced tree.
-  if (block_kv < 8 || block_kv > 256 || !power_of_two(block_kv))
-    return fmt::format("block-kv={} must be a power of two in 8..256 (a lane's row sum is a tree of block_kv/4 columns)",
-                       block_kv);
+  // Each of the 4 lanes of a row holds 2 of every 8 columns (the MMA accumulator's layout).
+  for (const int n : {block_kv, block_kv_causal})
+    if (n != 0 && (n < 8 || n > 256 || n % 8 != 0))
+      return fmt::format("block-kv={} must be a multiple of 8 in 8..256", n);
+  if (block_kv_causal == 0 && block_kv == 0) return "block-kv must be set";
   if (warps < 1) return fmt::format("warps={} must be >= 1", warps);
   if (sms < 0) return fmt::format("sms={} must be >= 0", sms);
+  return std::nullopt;
+}
+
+std::optional<std::string> DescaleStage::validate() const {
+  for (const float d : {q, k, v})
+    if (!(d > 0.0f) || !std::isfinite(d)) return fmt::format("descale {} is not a finite positive number", d);
   return std::nullopt;
 }
 
@@ -326,6 +333,24 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     if (p.scale != PScale::static_exponent || p.log2_scale != 0)
       return "softmax=flash2 casts P in [0, 1] as it is (p=FORMAT:log2=0)";
   }
+  if (softmax == Softmax::flash3) {
+    for (const auto* op : {&q, &k, &v})
+      if (op->granularity != Granularity::none && op->granularity != Granularity::per_tensor)
+        return "softmax=flash3 takes Q, K, V unscaled or with one scale each (granularity none or per-tensor), as "
+               "FlashAttention-3 reads them";
+    if (smoothing.q || smoothing.k || smoothing.v || smoothing.transform != Transform::none)
+      return "softmax=flash3 has no smoothing or transform (FlashAttention-3 has none)";
+    if (accumulation.mode != Accumulation::in_place) return "softmax=flash3 accumulates P V in place (accumulation=in-place)";
+    if (p.scale != PScale::static_exponent || p.log2_scale != std::floor(p.log2_scale) || p.log2_scale < 0)
+      return "softmax=flash3 offsets the row maximum by a whole power of two (p=FORMAT:log2=N, N >= 0)";
+  }
+  if (auto why = descale.validate()) return why;
+  if (softmax != Softmax::flash3 && (descale.q != 1.0f || descale.k != 1.0f || descale.v != 1.0f))
+    return "descale is FlashAttention-3's (softmax=flash3)";
+  // The contract's lanes sum their block_kv / 4 columns as a balanced tree.
+  if (softmax == Softmax::contract && !power_of_two(tiling.block_kv))
+    return fmt::format("block-kv={} must be a power of two for softmax=contract (a lane's row sum is a tree of "
+                       "block_kv/4 columns)", tiling.block_kv);
   if (exponential.fused() && smoothing.q)
     return "exp2-argument=fused: Q smoothing corrects the scaled score before the exponent; fused needs smooth-q=off";
   if (smoothing.transform == Transform::hadamard && !power_of_two(head_dim))
@@ -482,7 +507,8 @@ const std::vector<StageInfo>& stage_list() {
   static const std::vector<StageInfo> list{
       {"arch", "sm_80|sm_89|sm_90|sm_100|sm_120", "the architecture of the QK and PV instructions"},
       {"block-q", "N", "queries per thread block"},
-      {"block-kv", "N (power of two, 8..256)", "keys per KV block"},
+      {"block-kv", "N (a multiple of 8 in 8..256; a power of two for softmax=contract)", "keys per KV block"},
+      {"block-kv-causal", "N (0: block-kv)", "keys per KV block under a causal mask"},
       {"warps", "N", "warps computing S (per-thread / per-warp groups)"},
       {"sms", "N", "softmax flash2: the GPU's multiprocessors, from which PyTorch picks its split-KV path (0: never)"},
       {"kv-order", "ascending|descending", "order of the KV blocks"},
@@ -509,9 +535,11 @@ const std::vector<StageInfo>& stage_list() {
       {"exp2-argument", "rounded|fused",
        "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
        "(one; SageAttention2's kernel)"},
-      {"softmax", "contract|flash2",
-       "the per-row softmax steps: the contract's (kernel_steps.hpp), or PyTorch's FlashAttention-2 as released "
-       "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's)"},
+      {"softmax", "contract|flash2|flash3",
+       "the per-row softmax steps: the contract's (kernel_steps.hpp), PyTorch's FlashAttention-2 as released "
+       "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's), or FlashAttention-3's "
+       "Hopper forward as released (flash3_steps.hpp; fast math, P offset by p's log2, the kernel's descales)"},
+      {"descale", "Q,K,V", "softmax flash3: the kernel's q_descale, k_descale, v_descale (three positive numbers)"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
   };
   return list;
@@ -545,6 +573,8 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     return integer(pl.tiling.block_q, 1);
   } else if (key == "block-kv") {
     return integer(pl.tiling.block_kv, 1);
+  } else if (key == "block-kv-causal") {
+    return integer(pl.tiling.block_kv_causal, 0);
   } else if (key == "warps") {
     return integer(pl.tiling.warps, 1);
   } else if (key == "sms") {
@@ -617,7 +647,15 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
   } else if (key == "softmax") {
     if (value == "contract") pl.softmax = Softmax::contract;
     else if (value == "flash2") pl.softmax = Softmax::flash2;
-    else return error("not contract or flash2");
+    else if (value == "flash3") pl.softmax = Softmax::flash3;
+    else return error("not contract, flash2 or flash3");
+  } else if (key == "descale") {
+    const auto parts = split(value, ',');
+    std::optional<float> d[3];
+    for (std::size_t i = 0; i < parts.size() && i < 3; ++i) d[i] = parse_number<float>(parts[i]);
+    if (parts.size() != 3 || !d[0] || !d[1] || !d[2]) return error("not three numbers");
+    pl.descale = {*d[0], *d[1], *d[2]};
+    if (auto why = pl.descale.validate()) return error(*why);
   } else if (key == "output") {
     const ParsedFormat f = parse_format(value);
     if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))
@@ -636,6 +674,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"arch", pl.arch},
       {"block-q", std::to_string(pl.tiling.block_q)},
       {"block-kv", std::to_string(pl.tiling.block_kv)},
+      {"block-kv-causal", std::to_string(pl.tiling.block_kv_causal)},
       {"warps", std::to_string(pl.tiling.warps)},
       {"sms", std::to_string(pl.tiling.sms)},
       {"kv-order", pl.tiling.kv_order == KvOrder::ascending ? "ascending" : "descending"},
@@ -655,7 +694,8 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
       {"exp2", pl.exponential.name()},
       {"exp2-argument", std::string(name_of(kExpArguments, pl.exponential.argument))},
-      {"softmax", pl.softmax == Softmax::flash2 ? "flash2" : "contract"},
+      {"softmax", pl.softmax == Softmax::flash2 ? "flash2" : pl.softmax == Softmax::flash3 ? "flash3" : "contract"},
+      {"descale", fmt::format("{},{},{}", pl.descale.q, pl.descale.k, pl.descale.v)},
       {"output", format_name(pl.output)},
   };
 }

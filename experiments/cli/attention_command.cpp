@@ -31,7 +31,7 @@ namespace {
 
 struct AttentionArgs {
   std::string command;
-  std::string preset, q, k, v, out, metrics_json, out_lse, against, against_lse;
+  std::string preset, q, k, v, out, metrics_json, out_lse, against, against_lse, descale;
   std::vector<std::string> sets;
   bool causal = false;
   unsigned threads = 0;
@@ -84,9 +84,16 @@ attention::Pipeline make_pipeline(const AttentionArgs& a, const TensorFile& q, c
 
 attention::ForwardResult emulate(const AttentionArgs& a, const attention::Pipeline& pipeline, const TensorFile& q,
                                  const TensorFile& k, const TensorFile& v) {
-  return attention::forward(
-      pipeline, q.tensor, k.tensor, v.tensor,
-      {.causal = a.causal, .threads = a.threads, .keep_operands = false, .q_name = a.q, .k_name = a.k, .v_name = a.v});
+  attention::ForwardOptions options{
+      .causal = a.causal, .threads = a.threads, .keep_operands = false, .q_name = a.q, .k_name = a.k, .v_name = a.v};
+  if (!a.descale.empty()) {
+    NpyArray d = read_npy(a.descale);
+    if (d.shape.size() != 3 || d.shape[0] != 3)
+      throw std::invalid_argument("--descale " + a.descale + ": FlashAttention-3's descales are [3, batch, kv_heads] (q, k, v)");
+    options.descales = std::move(d.data);
+    options.descales_name = a.descale;
+  }
+  return attention::forward(pipeline, q.tensor, k.tensor, v.tensor, options);
 }
 
 AttentionRun run_emulated(const AttentionArgs& a, const TensorFile& q, const TensorFile& k, const TensorFile& v) {
@@ -290,6 +297,10 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
   cmd->add_option("--v", args->v, "values")->required();
   cmd->add_flag("--causal", args->causal, "causal mask, top-left (key j visible to query i when j <= i)");
   cmd->add_option("--set", args->sets, "STAGE=VALUE: change one stage of the preset (repeatable)");
+  cmd->add_option("--descale", args->descale,
+                  "fa3-fp8: FlashAttention-3's q_descale, k_descale, v_descale tensors (.npy, [3, batch, kv_heads]) for "
+                  "Q, K, V of E4M3 values as the kernel reads them (with --set q=e4m3:none --set k=e4m3:none --set "
+                  "v=e4m3:none)");
   cmd->add_option("--out", args->out, "write the rounded output here (.npy, float32, [batch, heads, tokens, dim])");
   cmd->add_option("--out-lse", args->out_lse, "write the emulated log-sum-exp here (.npy, float32, [batch, heads, tokens])");
   cmd->add_option("--against", args->against,

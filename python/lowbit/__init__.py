@@ -235,7 +235,7 @@ def stages():
     return [tuple(s) for s in _core.stage_list()]
 
 
-def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=0, keep_operands=True):
+def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=0, keep_operands=True, descale=None):
     """Run an emulated attention pipeline, as ``lowbit attention`` does, keeping every stage.
 
     q, k, v: [heads, tokens, dim] or [batch, heads, tokens, dim] (float32, float16 or bfloat16;
@@ -246,6 +246,9 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
         as the program's --set (stages() lists them), e.g. {"accumulation": "two-level:1"}.
     threads: threads (0: every core), as the program's --threads.
     keep_operands: keep the quantized Q, K, V (codes, scales, means) in the result.
+    descale: fa3-fp8: FlashAttention-3's q_descale, k_descale, v_descale as the kernel takes them,
+        [3, batch, kv_heads] (numpy or torch), for Q, K, V of E4M3 values as they are (stages
+        q=e4m3:none, k=e4m3:none, v=e4m3:none); as the program's --descale.
 
     Returns a dict:
         output            the output rounded to the output format (Q's format unless the stages
@@ -266,8 +269,14 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
     qd, qe, origin = _bits(q, "q")
     kd, ke, _ = _bits(k, "k")
     vd, ve, _ = _bits(v, "v")
+    descales = []
+    if descale is not None:
+        d = _float32(descale, "descale")
+        if d.ndim != 3 or d.shape[0] != 3:
+            raise ValueError(f"descale: FlashAttention-3's descales are [3, batch, kv_heads], not shape {d.shape}")
+        descales = d.ravel().tolist()
     r = _core.attention(qd, qe, kd, ke, vd, ve, preset, _stage_list(stages), bool(causal), int(threads),
-                        bool(keep_operands))
+                        bool(keep_operands), descales)
     for key in ("output", "output_codes", "output_unrounded", "lse"):
         r[key] = origin.out(r[key])
     return r

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "emulation/attention/flash2_steps.hpp"
+#include "emulation/attention/flash3_steps.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "emulation/mma/wide.hpp"
@@ -100,7 +101,7 @@ bool plain_supports(const Pipeline& pipeline) { return pipeline.p.scale != PScal
 
 PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4& k_in, const Tensor4& v_in, bool causal) {
   const int N = q_in.tokens, keys = k_in.tokens, d = q_in.dim, dv = v_in.dim;
-  const int bq = pl.tiling.block_q, bkv = pl.tiling.block_kv;
+  const int bq = pl.tiling.block_q, bkv = pl.tiling.kv_block(causal);
   const int group = q_in.heads / k_in.heads;
   const std::optional<mma::Instruction> qk = pl.qk.has_instruction() ? std::optional(pl.qk_instruction()) : std::nullopt;
   const std::optional<mma::Instruction> pv = pl.pv.has_instruction() ? std::optional(pl.pv_instruction(dv)) : std::nullopt;
@@ -110,6 +111,8 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   const int depth = pl.qk_depth(d);
   const int tokens_padded = (N + bq - 1) / bq * bq, keys_padded = (keys + bkv - 1) / bkv * bkv;
   const bool flash2 = pl.softmax == Softmax::flash2;  // m then holds the raw maximum (flash2_steps.hpp)
+  const bool flash3 = pl.softmax == Softmax::flash3;  // likewise (flash3_steps.hpp)
+  const float offset3 = pl.p.log2_scale;              // flash3: P's offset
   const float sm = flash2 ? flash2::softmax_scale_log2(d) : st::softmax_scale_log2(d);
 
   PlainResult out;
@@ -170,6 +173,8 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
         for (int row = 0; row < N; ++row) {
           const int qb = row / bq, last_row = std::min(N, (qb + 1) * bq) - 1;
           const float q_scale = st::fold_softmax_scale(scale_of_row(Q.tensor, pl.q, row), sm);
+          const float sm3 = flash3::scale_log2(d, st::mul_rn(scale_of_row(Q.tensor, pl.q, row), pl.descale.q),
+                                               st::mul_rn(scale_of_row(K.tensor, pl.k, 0), pl.descale.k));
           float m = st::kNegativeInfinity, offset = st::kNegativeInfinity;
           float lanes[4] = {0, 0, 0, 0};
           std::vector<float> o(std::size_t(dv), 0.0f);
@@ -221,17 +226,22 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             }
             // Online softmax (the maximum of the rounded scores either way; flash2: of the raw ones).
             float m_new = m;
-            for (int j = 0; j < bkv; ++j) m_new = std::max(m_new, flash2 ? acc[std::size_t(j)] : s[std::size_t(j)]);
+            for (int j = 0; j < bkv; ++j)
+              m_new = std::max(m_new, flash2 || flash3 ? acc[std::size_t(j)] : s[std::size_t(j)]);
             const float offset_new = st::row_offset(m_new, pl.p.log2_scale);
-            const float alpha = flash2 ? flash2::rescale(m, m_new, sm) : pl.exponential.rescale(offset, offset_new);
+            const float alpha = flash2   ? flash2::rescale(m, m_new, sm)
+                                : flash3 ? flash3::rescale(m, m_new, sm3)
+                                         : pl.exponential.rescale(offset, offset_new);
             std::vector<float> p(static_cast<std::size_t>(bkv));
             for (int j = 0; j < bkv; ++j)
-              p[std::size_t(j)] = flash2  ? flash2::probability(acc[std::size_t(j)], sm, flash2::scaled_max(m_new, sm))
-                                  : fused ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
-                                          : pl.exponential.probability(s[std::size_t(j)], offset_new);
+              p[std::size_t(j)] =
+                  flash2   ? flash2::probability(acc[std::size_t(j)], sm, flash2::scaled_max(m_new, sm))
+                  : flash3 ? flash3::probability(acc[std::size_t(j)], sm3, flash3::scaled_max(m_new, sm3, offset3))
+                  : fused  ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
+                           : pl.exponential.probability(s[std::size_t(j)], offset_new);
             for (int lane = 0; lane < 4; ++lane)
-              lanes[lane] = flash2 ? flash2::lane_sum(lanes[lane], alpha, p.data(), bkv, lane)
-                                   : st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
+              lanes[lane] = flash2 || flash3 ? flash2::lane_sum(lanes[lane], alpha, p.data(), bkv, lane)
+                                             : st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
             offset = offset_new;
             // P codes, their block scales and the factor R is multiplied by.
@@ -284,7 +294,8 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
             }
             if (pl.accumulation.mode == Accumulation::in_place) {
               MatrixCode c_bits(1, dv);
-              for (int c = 0; c < dv; ++c) c_bits(0, c) = std::bit_cast<std::uint32_t>(st::mul_rn(o[std::size_t(c)], alpha));
+              for (int c = 0; c < dv; ++c)
+                c_bits(0, c) = std::bit_cast<std::uint32_t>((flash3 ? flash3::mul_ftz : st::mul_rn)(o[std::size_t(c)], alpha));
               MatrixCode vb(bkv, dv);
               for (int j = 0; j < bkv; ++j)
                 for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j, c);
@@ -313,10 +324,16 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               }
             }
           }
-          const float l = flash2 ? flash2::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3])
-                                 : st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
+          const float l = flash2 || flash3 ? flash2::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3])
+                                           : st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
           const float inverse = flash2 ? flash2::inverse_row_sum(l) : st::inverse_row_sum(l);
           const std::size_t at = (std::size_t(b) * q_in.heads + h) * N + row;
+          if (flash3) {
+            const float factor = flash3::output_scale(l, st::mul_rn(v_scale(0), pl.descale.v));
+            for (int c = 0; c < dv; ++c) out.output[at * dv + c] = flash3::mul_ftz(o[std::size_t(c)], factor);
+            out.lse[at] = flash3::log_sum_exp(m, l, sm3, offset3);
+            continue;
+          }
           for (int c = 0; c < dv; ++c) {
             float y = st::normalize_output(o[std::size_t(c)], inverse, v_scale(c));
             if (pl.smoothing.v) y = st::add_value_mean(y, V.mean[std::size_t(c)]);

@@ -117,7 +117,9 @@ Pipeline one_pass(Pipeline p) {
 
 // The head dimension a preset runs at in the ragged shapes: d, or 64 where the preset models a
 // released kernel at d = 64 and 128 only.
-int ragged_dim(std::string_view name, int d) { return name.starts_with("sdpa-flash") ? 64 : d; }
+int ragged_dim(std::string_view name, int d) {
+  return name.starts_with("sdpa-flash") || name.starts_with("fa3") ? 64 : d;
+}
 
 TEST_CASE("every preset: the tiled forward equals the plain row-by-row one bit for bit", "[attention][differential]") {
   // GQA (4 Q heads on 2 KV heads), two batches, ragged last blocks, head dim 64.
@@ -129,6 +131,45 @@ TEST_CASE("every preset: the tiled forward equals the plain row-by-row one bit f
     }
     for (bool causal : {false, true}) differential(p, {2, 4, 2, 200, 200, 64}, causal, 11);
   }
+}
+
+TEST_CASE("FlashAttention-3's presets at d = 128, with the causal tile and descales: tiled equals plain",
+          "[attention][differential][flash3]") {
+  for (const char* name : {"fa3-fp8", "fa3-bf16"}) {
+    Pipeline p = preset(name, 128);
+    for (bool causal : {false, true}) differential(p, {1, 4, 2, 300, 300, 128}, causal, 61);
+  }
+  // The kernel's own operands: E4M3 values as they are, with descales folded into the scale and output.
+  Pipeline p = preset("fa3-fp8", 64);
+  for (const char* s : {"q=e4m3:none", "k=e4m3:none", "v=e4m3:none", "descale=0.0625,0.5,3"}) REQUIRE_FALSE(set_stage(p, s));
+  differential(p, {2, 4, 1, 250, 250, 64}, true, 62);
+  CHECK(p.tiling.kv_block(true) == 160);
+  CHECK(preset("fa3-bf16", 64).tiling.kv_block(true) == 128);
+  CHECK(preset("fa3-bf16", 64).tiling.kv_block(false) == 192);
+}
+
+TEST_CASE("FlashAttention-3's descales per (batch, KV head): applied per head, bad ones named", "[attention][flash3]") {
+  Pipeline p = preset("fa3-fp8", 64);
+  for (const char* s : {"q=e4m3:none", "k=e4m3:none", "v=e4m3:none"}) REQUIRE_FALSE(set_stage(p, s));
+  Tensor4 q = random_tensor(1, 4, 100, 64, 71, 0.5), k = random_tensor(1, 2, 100, 64, 72, 3.0);
+  const Tensor4 v = random_tensor(1, 2, 100, 64, 73, 2.0);
+  // Per-head descales equal the stage's where they are the same numbers: KV head 1 against a run with
+  // descale=0.25,0.5,2 on its heads alone.
+  const std::vector<float> descales{1, 0.25f, 1, 0.5f, 1, 2};  // [3, 1, 2]
+  const ForwardResult r = forward(p, q, k, v, {.descales = descales});
+  Pipeline staged = p;
+  REQUIRE_FALSE(set_stage(staged, "descale=0.25,0.5,2"));
+  Tensor4 q1(1, 2, 100, 64), k1(1, 1, 100, 64), v1(1, 1, 100, 64);
+  std::copy(q.values.begin() + 2 * 100 * 64, q.values.end(), q1.values.begin());
+  std::copy(k.values.begin() + 100 * 64, k.values.end(), k1.values.begin());
+  std::copy(v.values.begin() + 100 * 64, v.values.end(), v1.values.begin());
+  const ForwardResult r1 = forward(staged, q1, k1, v1);
+  CHECK(std::equal(r1.output_codes.begin(), r1.output_codes.end(), r.output_codes.begin() + 2 * 100 * 64));
+  CHECK(std::equal(r1.lse.begin(), r1.lse.end(), r.lse.begin() + 2 * 100));
+  CHECK_THROWS_WITH(forward(p, q, k, v, {.descales = {1, 2, 3}}), Catch::Contains("[3, batch, kv_heads] = [3, 1, 2]"));
+  CHECK_THROWS_WITH(forward(p, q, k, v, {.descales = {1, 1, 1, 0, 1, 1}}), Catch::Contains("at [1, 0, 1]"));
+  CHECK_THROWS_WITH(forward(staged, q, k, v, {.descales = descales}), Catch::Contains("given twice"));
+  CHECK_THROWS_WITH(forward(preset("fa3-fp8", 64), q, k, v, {.descales = descales}), Catch::Contains("granularity none"));
 }
 
 TEST_CASE("ragged shapes: head dims padded to the instruction's k, more queries than keys, descending KV order",
@@ -162,7 +203,7 @@ TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granulariti
       {"fa2-fp16", {"accumulation=two-level:0", "exp2=poly5"}},
       {"fp32", {"accumulation=two-level", "block-kv=32"}},
       {"sage3", {"p=e2m1:microscale"}},
-      {"fa3-fp8", {"v=e4m3:per-channel", "accumulation=two-level:2", "p=e4m3:448"}},
+      {"fa3-fp8", {"softmax=contract", "block-kv=128", "v=e4m3:per-channel", "accumulation=two-level:2", "p=e4m3:448"}},
       {"smoothattn", {"transform=smoothattn:0.3", "smooth-k=on"}},
       // The fused exponent argument on the other units and accumulators (sage2-8b-ex2 has it with MUFU.EX2).
       {"sage2-8b", {"exp2-argument=fused"}},
@@ -210,7 +251,7 @@ TEST_CASE("products of values, integer P, MX P: the tiled forward equals the pla
       // The FP22 accumulator alone (P, V exact), flushed per block and per MMA, and in place.
       {"sage2-8b", {"p=fp32:1", "v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
       {"sage2-8b", {"p=fp32:1", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3", "accumulation=two-level:1"}},
-      {"fa3-fp8", {"v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
+      {"fa3-fp8", {"softmax=contract", "block-kv=128", "v=fp32:none", "pv=wide:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3"}},
       {"sage2-4b", {"pv=wide:mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"}},
       {"sage2pp", {"pv=wide:mma.sync.aligned.m16n8k32.row.col.f16.e4m3.e4m3.f16"}},
       // Quantized P and V with exact products; NVFP4 Q, K on fp32 fmas (block scales folded in).

@@ -18,12 +18,15 @@ def qkv(shape, dtype, seed=0, kv_heads=None):
     return [t.astype(np.float32).astype(dtype) for t in (q, k, v)]
 
 
-def cli_output(cli, tmp_path, q, k, v, preset, causal=False, sets=()):
+def cli_output(cli, tmp_path, q, k, v, preset, causal=False, sets=(), descale=None):
     for name, t in zip("qkv", (q, k, v)):
         np.save(tmp_path / f"{name}.npy", t)
     args = ["attention", "--preset", preset, "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy",
             "--v", tmp_path / "v.npy", "--out", tmp_path / "o.npy", "--threads", 2]
     args += ["--causal"] if causal else []
+    if descale is not None:
+        np.save(tmp_path / "descale.npy", descale)
+        args += ["--descale", tmp_path / "descale.npy"]
     for s in sets:
         args += ["--set", s]
     run_cli(cli, *args)
@@ -60,6 +63,24 @@ def test_output_equals_cli(cli, tmp_path, preset, dtype, shape, kv_heads, causal
     assert r["preset"] == preset and dict(r["stages"])["output"] == r["output_format"]
     heads = int(np.prod(q.shape[:-2]))
     assert len(r["q"]) == heads and len(r["k"]) == len(r["v"]) == heads // q.shape[-3] * k.shape[-3]
+
+
+def test_fa3_descales_equal_the_cli(cli, tmp_path):
+    """FlashAttention-3's [3, batch, kv_heads] descales on E4M3 values, as the program's --descale."""
+    q, k, v = qkv((2, 4, 90, 64), np.float32, seed=3, kv_heads=2)
+    q, k, v = (lowbit.convert(t, "e4m3") for t in (q, k, v))  # E4M3 values, as the kernel reads them
+    descale = np.array([[[0.5, 0.25], [1.0, 2.0]], [[0.125, 1.0], [0.5, 0.75]], [[3.0, 1.0], [1.5, 0.5]]], np.float32)
+    sets = ("q=e4m3:none", "k=e4m3:none", "v=e4m3:none")
+    expected = cli_output(cli, tmp_path, q, k, v, "fa3-fp8", True, sets, descale)
+    r = lowbit.attention(q, k, v, preset="fa3-fp8", causal=True, stages=list(sets), descale=descale, threads=2)
+    np.testing.assert_array_equal(r["output"].view(np.uint32), expected.view(np.uint32))
+    # The descales matter: all ones gives another output.
+    ones = lowbit.attention(q, k, v, preset="fa3-fp8", causal=True, stages=list(sets), descale=np.ones_like(descale))
+    assert not np.array_equal(ones["output"], r["output"])
+    with pytest.raises(ValueError, match=r"\[3, batch, kv_heads\]"):
+        lowbit.attention(q, k, v, preset="fa3-fp8", stages=list(sets), descale=descale[:, :1])
+    with pytest.raises(ValueError, match="granularity none"):
+        lowbit.attention(q, k, v, preset="fa3-fp8", descale=descale)
 
 
 def test_stages_kept():
