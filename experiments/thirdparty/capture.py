@@ -15,6 +15,12 @@ Two steps:
                                   OUT/KERNEL/provenance.json (package, version, GPU, driver, torch).
   capture.py run ... --q Q.npy --k K.npy --v V.npy [--causal] --name NAME
                                   one input of your own instead of a set (float32/float16 .npy).
+  capture.py record OUT/KERNEL DEST [--keep NAME ...]
+                                  (numpy; here) a run's folder as a committed replay record:
+                                  DEST/set.json (the set's configurations with the sha256 of the
+                                  kernel's output and LSE, and for fa3-fp8 of its E4M3 operands and
+                                  descales), DEST/provenance.json, and the whole arrays of the --keep
+                                  configurations (tests/attention/thirdparty_replay.py replays it).
 
 Kernels:
   sdpa-flash   PyTorch's flash backend (aten::_scaled_dot_product_flash_attention, the
@@ -23,7 +29,8 @@ Kernels:
   fa3-fp8      FlashAttention-3's forward (PyPI fa3-fwd, flash_attn_func) on E4M3 Q, K, V with
                per-(batch, KV head) descales amax / 448 (Q over its head group), bf16 output; the
                E4M3 codes and descales are written beside the output (NAME.{q,k,v}8.npy as uint8,
-               NAME.descale.npy [3, batch, kv_heads]) so the emulator reads the kernel's own operands.
+               NAME.descale.npy [3, batch, kv_heads]) so the emulator reads the kernel's own operands
+               (fa3_fp8_operands() makes the same bytes with numpy).
   fa3-bf16     FlashAttention-3's forward on bf16 Q, K, V.
 """
 import argparse
@@ -105,6 +112,63 @@ def make_inputs(name):
                      distribution=dist, seed=1000 + i)
     entry["sha256"] = {r: hashlib.sha256(t.tobytes()).hexdigest() for r, t in zip("qkv", (q, k, v))}
     return (q, k, v), entry
+
+
+def fa3_fp8_operands(q, k, v):
+    """FlashAttention-3 FP8's operands as run_fa3 makes them on the GPU, with numpy and ml_dtypes: E4M3
+    codes (uint8, [batch, heads, tokens, dim]) of q, k, v (float32 arrays), one scale per (batch, KV
+    head), Q's over its head group: amax * float32(1 / 448) (torch divides by a scalar through its
+    reciprocal), codes = RN(x / scale); and the scales as the kernel's descales, [3, batch, kv_heads]."""
+    import ml_dtypes
+
+    hk = k.shape[1]
+    codes, scales = [], []
+    for t in (q, k, v):
+        b, h, n, d = t.shape
+        g = t.reshape(b, hk, h // hk, n, d)
+        amax = np.maximum(np.abs(g).max(axis=(2, 3, 4)), np.float32(1e-30)).astype(np.float32)
+        scale = (amax * np.float32(1.0 / 448.0)).astype(np.float32)
+        codes.append((g / scale[:, :, None, None, None]).astype(ml_dtypes.float8_e4m3fn).reshape(t.shape).view(np.uint8))
+        scales.append(scale)
+    return codes, np.stack(scales)
+
+
+def digest(array):
+    """sha256 of an array's bytes as float32 (outputs, LSE, descales) or as they are (uint8 codes)."""
+    a = np.asarray(array)
+    return hashlib.sha256((a if a.dtype == np.uint8 else a.astype("<f4")).tobytes()).hexdigest()
+
+
+def cmd_record(args):
+    folder, dest = pathlib.Path(args.run), pathlib.Path(args.dest)
+    kernel = folder.name
+    provenance_file = folder / "provenance.json"
+    set_file = folder.parent / "set.json"
+    for f in (provenance_file, set_file):
+        if not f.exists():
+            print(f"capture.py record: {f} is missing (a folder OUT/KERNEL written by 'run', and OUT/set.json)", file=sys.stderr)
+            return 2
+    captured = json.loads(provenance_file.read_text())["configurations"]
+    configs = [c for c in json.loads(set_file.read_text())["configs"] if c["name"] in captured]
+    dest.mkdir(parents=True, exist_ok=True)
+    for c in configs:
+        name = c["name"]
+        c["output_sha256"] = digest(np.load(folder / f"{name}.out.npy"))
+        c["lse_sha256"] = digest(np.load(folder / f"{name}.lse.npy"))
+        if kernel == "fa3-fp8":
+            c["operands_sha256"] = {r: digest(np.load(folder / f"{name}.{r}8.npy")) for r in "qkv"}
+            c["operands_sha256"]["descale"] = digest(np.load(folder / f"{name}.descale.npy"))
+    for name in args.keep or []:
+        if name not in captured:
+            print(f"capture.py record: --keep {name}: not in this run", file=sys.stderr)
+            return 2
+        for part in ("out", "lse"):
+            np.save(dest / f"{name}.{part}.npy", np.load(folder / f"{name}.{part}.npy"))
+    (dest / "set.json").write_text(json.dumps({"generator": "experiments/thirdparty/capture.py inputs", "kernel": kernel,
+                                               "configs": configs}, indent=1) + "\n")
+    (dest / "provenance.json").write_text(provenance_file.read_text())
+    print(f"capture.py record: {len(configs)} configurations of {kernel} in {dest}")
+    return 0
 
 
 def config_names():
@@ -255,10 +319,16 @@ def main():
     p.add_argument("--causal", action="store_true")
     p.add_argument("--format", choices=["fp16", "bf16"], default="fp16")
     p.add_argument("--name", default="input")
+    p = sub.add_parser("record", help="a run's folder as a committed replay record (numpy)")
+    p.add_argument("run", help="OUT/KERNEL, written by 'run'")
+    p.add_argument("dest")
+    p.add_argument("--keep", action="append", choices=config_names(), help="keep this configuration's arrays whole")
     args = parser.parse_args()
     if args.command == "inputs":
         cmd_inputs(args)
         return 0
+    if args.command == "record":
+        return cmd_record(args)
     if bool(args.q) != bool(args.k) or bool(args.q) != bool(args.v) or bool(args.q) == bool(args.dir):
         parser.error("run takes a set folder, or --q, --k and --v")
     return cmd_run(args)

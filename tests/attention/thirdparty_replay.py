@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Replays a committed capture of a released kernel (verification/captures/KERNEL/) on the CPU.
 
-usage: thirdparty_replay.py LOWBIT CAPTURE_DIR WORK_DIR
+usage: thirdparty_replay.py LOWBIT CAPTURE_DIR WORK_DIR [NAME ...]
 
-For each configuration of CAPTURE_DIR/set.json: its inputs are made again by
+For each configuration of CAPTURE_DIR/set.json (or the NAMEs): its inputs are made again by
 experiments/thirdparty/capture.py (their sha256 must be the captured ones), `lowbit attention` runs
 the kernel's preset on them, and the output and LSE it writes must have the sha256 the kernel's had
-(every code, every LSE bit). Where the capture keeps the kernel's arrays (NAME.out.npy, NAME.lse.npy),
-`lowbit attention --against` compares them too and must report 0 differ. Exit 77 without numpy.
+(every code, every LSE bit). The inputs as each kernel reads them: fp16 or bf16 (sdpa-flash, in the
+set's format), bf16 (fa3-bf16), E4M3 codes with descales per (batch, KV head) (fa3-fp8: made by
+capture.fa3_fp8_operands, whose sha256 must be the ones the kernel got). Where the capture keeps the
+kernel's arrays (NAME.out.npy, NAME.lse.npy), `lowbit attention --against` compares them too and must
+report 0 differ. Exit 77 without numpy (or, for fa3-fp8, ml_dtypes).
 """
 import hashlib
 import json
@@ -25,27 +28,65 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "thirdparty"))
 import capture  # noqa: E402  (the capture set's inputs, made as on the GPU machine)
 
-PRESETS = {"sdpa-flash": "sdpa-flash-{format}"}
+PRESETS = {"sdpa-flash": "sdpa-flash-{format}", "fa3-bf16": "fa3-bf16", "fa3-fp8": "fa3-fp8"}
+
+
+def kernel_inputs(kernel, tensors, c, work):
+    """Writes the inputs as the kernel reads them; returns the options they need, or a problem."""
+    name = c["name"]
+    if kernel == "fa3-fp8":
+        import ml_dtypes
+
+        codes, descales = capture.fa3_fp8_operands(*tensors)
+        made = {r: capture.digest(x) for r, x in zip("qkv", codes)}
+        made["descale"] = capture.digest(descales)
+        if made != c["operands_sha256"]:
+            return None, "capture.fa3_fp8_operands does not make the kernel's E4M3 operands and descales"
+        tensors = [x.view(ml_dtypes.float8_e4m3fn).astype(np.float32) for x in codes]
+        np.save(work / f"{name}.descale.npy", descales)
+        options = ["--descale", str(work / f"{name}.descale.npy")]
+        return tensors, options + [a for r in "qkv" for a in ("--set", f"{r}=e4m3:none")]
+    if kernel == "fa3-bf16":
+        tensors = [capture.round_to(x, "bf16") for x in tensors]
+    return tensors, []
 
 
 def digest(path):
-    return hashlib.sha256(np.load(path).astype("<f4").tobytes()).hexdigest()
+    return capture.digest(np.load(path))
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) < 4:
         print(__doc__, file=sys.stderr)
         return 2
-    lowbit, folder, work = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3])
+    lowbit, folder, work, only = sys.argv[1], pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3]), sys.argv[4:]
     work.mkdir(parents=True, exist_ok=True)
     captured = json.loads((folder / "set.json").read_text())
-    preset_of = PRESETS[captured["kernel"]]
+    kernel = captured["kernel"]
+    preset_of = PRESETS[kernel]
+    if kernel == "fa3-fp8":
+        try:
+            import ml_dtypes  # noqa: F401
+        except ImportError:
+            print("thirdparty_replay: ml_dtypes is missing (fa3-fp8's E4M3 operands); skipped")
+            return 77
+    unknown = set(only) - {c["name"] for c in captured["configs"]}
+    if unknown:
+        print(f"thirdparty_replay: not in {folder / 'set.json'}: {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
     passed = failed = 0
     for c in captured["configs"]:
         name = c["name"]
+        if only and name not in only:
+            continue
         tensors, entry = capture.make_inputs(name)
         if entry["sha256"] != c["sha256"]:
             print(f"{name}: FAILED: capture.py no longer makes the captured inputs (sha256 {entry['sha256']} != {c['sha256']})")
+            failed += 1
+            continue
+        tensors, options = kernel_inputs(kernel, tensors, c, work)
+        if tensors is None:
+            print(f"{name}: FAILED: {options}")
             failed += 1
             continue
         for role, t in zip("qkv", tensors):
@@ -53,7 +94,7 @@ def main():
         out, lse = work / f"{name}.out.npy", work / f"{name}.lse.npy"
         command = [lowbit, "attention", "--preset", preset_of.format(format=c["format"]), "--q", str(work / f"{name}.q.npy"),
                    "--k", str(work / f"{name}.k.npy"), "--v", str(work / f"{name}.v.npy"), "--out", str(out),
-                   "--out-lse", str(lse), "--threads", "0"]
+                   "--out-lse", str(lse), "--threads", "0"] + options
         if c["causal"]:
             command.append("--causal")
         kept = folder / f"{name}.out.npy"
