@@ -7,6 +7,8 @@ Two steps:
                                   configuration NAME of CONFIGS, DIR/NAME.{q,k,v}.npy (float32 values
                                   already rounded to the kernel's input format, [batch, heads, tokens,
                                   dim]) and DIR/set.json (shapes, causal, format, seed, distribution).
+  capture.py fresh DIR [--seed S]  (numpy) the same for FRESH's shapes, drawn from a seed nobody chose
+                                  (os.urandom; set.json records it, so the replay makes them again).
   capture.py run DIR OUT --kernel KERNEL [--kernel ...]
                                   (on the GPU machine, torch) runs each kernel on each configuration
                                   and writes OUT/KERNEL/NAME.out.npy (the output the kernel wrote, as
@@ -36,6 +38,7 @@ Kernels:
 import argparse
 import datetime
 import hashlib
+import os
 import json
 import pathlib
 import platform
@@ -93,6 +96,35 @@ def make_tensor(rng, shape, distribution, outlier_channels):
     return x.astype(np.float32)
 
 
+def drawn_inputs(entry):
+    """(q, k, v) of a drawn configuration (its record's shape, format, distribution and seed), and the
+    record with their sha256."""
+    b, h, hk, n, d = (entry[key] for key in ("batch", "heads", "kv_heads", "tokens", "dim"))
+    rng = np.random.default_rng(entry["seed"])
+    outliers = rng.choice(d, size=4, replace=False)
+    q = round_to(make_tensor(rng, (b, h, n, d), entry["distribution"], None), entry["format"])
+    k = round_to(make_tensor(rng, (b, hk, n, d), entry["distribution"], outliers), entry["format"])
+    v = round_to(make_tensor(rng, (b, hk, n, d), entry["distribution"], None), entry["format"])
+    entry = dict(entry, sha256={r: hashlib.sha256(t.tobytes()).hexdigest() for r, t in zip("qkv", (q, k, v))})
+    return (q, k, v), entry
+
+
+# Fresh draws (capture.py fresh): shapes beside the set's, with a seed nobody chose.
+FRESH = [
+    # name, batch, heads, kv_heads, tokens, dim, causal, format, distribution
+    ("fresh-d128-gqa-causal", 1, 8, 2, 1000, 128, True, "fp16", "outliers"),
+    ("fresh-d64", 2, 4, 4, 777, 64, False, "fp16", "heavy"),
+    ("fresh-d128-causal-2048", 1, 16, 16, 2048, 128, True, "fp16", "heavy"),
+    ("fresh-d64-gqa-3001", 1, 6, 3, 3001, 64, False, "bf16", "outliers"),
+]
+
+
+def config_entry(config, seed):
+    name, b, h, hk, n, d, causal, fmt, dist = config
+    return dict(name=name, batch=b, heads=h, kv_heads=hk, tokens=n, dim=d, causal=causal, format=fmt, distribution=dist,
+                seed=seed)
+
+
 def make_inputs(name):
     """The capture set's configuration NAME: (q, k, v) float32 values in its format, and its record."""
     if name == "smollm2":
@@ -102,14 +134,7 @@ def make_inputs(name):
                      causal=True, format="fp16", distribution="SmolLM2-135M layers " + ", ".join(SMOLLM2_LAYERS), seed=None)
     else:
         i = [c[0] for c in CONFIGS].index(name)
-        _, b, h, hk, n, d, causal, fmt, dist = CONFIGS[i]
-        rng = np.random.default_rng(1000 + i)
-        outliers = rng.choice(d, size=4, replace=False)
-        q = round_to(make_tensor(rng, (b, h, n, d), dist, None), fmt)
-        k = round_to(make_tensor(rng, (b, hk, n, d), dist, outliers), fmt)
-        v = round_to(make_tensor(rng, (b, hk, n, d), dist, None), fmt)
-        entry = dict(name=name, batch=b, heads=h, kv_heads=hk, tokens=n, dim=d, causal=causal, format=fmt,
-                     distribution=dist, seed=1000 + i)
+        return drawn_inputs(config_entry(CONFIGS[i], 1000 + i))
     entry["sha256"] = {r: hashlib.sha256(t.tobytes()).hexdigest() for r, t in zip("qkv", (q, k, v))}
     return (q, k, v), entry
 
@@ -149,7 +174,8 @@ def cmd_record(args):
             print(f"capture.py record: {f} is missing (a folder OUT/KERNEL written by 'run', and OUT/set.json)", file=sys.stderr)
             return 2
     captured = json.loads(provenance_file.read_text())["configurations"]
-    configs = [c for c in json.loads(set_file.read_text())["configs"] if c["name"] in captured]
+    recorded_set = json.loads(set_file.read_text())
+    configs = [c for c in recorded_set["configs"] if c["name"] in captured]
     dest.mkdir(parents=True, exist_ok=True)
     for c in configs:
         name = c["name"]
@@ -164,7 +190,7 @@ def cmd_record(args):
             return 2
         for part in ("out", "lse"):
             np.save(dest / f"{name}.{part}.npy", np.load(folder / f"{name}.{part}.npy"))
-    (dest / "set.json").write_text(json.dumps({"generator": "experiments/thirdparty/capture.py inputs", "kernel": kernel,
+    (dest / "set.json").write_text(json.dumps({"generator": recorded_set["generator"], "kernel": kernel,
                                                "configs": configs}, indent=1) + "\n")
     (dest / "provenance.json").write_text(provenance_file.read_text())
     print(f"capture.py record: {len(configs)} configurations of {kernel} in {dest}")
@@ -175,18 +201,32 @@ def config_names():
     return [c[0] for c in CONFIGS] + ["smollm2"]
 
 
-def cmd_inputs(args):
-    out = pathlib.Path(args.dir)
+def inputs_of(entry):
+    """A recorded configuration's inputs made again: the set's by name, a fresh draw from its seed."""
+    if entry["name"] in config_names():
+        return make_inputs(entry["name"])
+    return drawn_inputs({key: value for key, value in entry.items() if key != "sha256"})
+
+
+def write_set(out, made, generator):
     out.mkdir(parents=True, exist_ok=True)
-    entries = []
-    for name in args.only or config_names():
-        tensors, entry = make_inputs(name)
+    for tensors, entry in made:
         for role, t in zip("qkv", tensors):
-            np.save(out / f"{name}.{role}.npy", t)
-        entries.append(entry)
-    (out / "set.json").write_text(json.dumps({"configs": entries, "generator": "experiments/thirdparty/capture.py inputs"},
+            np.save(out / f"{entry['name']}.{role}.npy", t)
+    (out / "set.json").write_text(json.dumps({"configs": [entry for _, entry in made], "generator": generator},
                                              indent=1) + "\n")
-    print(f"capture.py: {len(entries)} configurations in {out}")
+    print(f"capture.py: {len(made)} configurations in {out}")
+
+
+def cmd_inputs(args):
+    write_set(pathlib.Path(args.dir), [make_inputs(name) for name in args.only or config_names()],
+              "experiments/thirdparty/capture.py inputs")
+
+
+def cmd_fresh(args):
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(7), "little")
+    write_set(pathlib.Path(args.dir), [drawn_inputs(config_entry(c, seed + j)) for j, c in enumerate(FRESH)],
+              "experiments/thirdparty/capture.py fresh")
 
 
 def provenance(kernel, torch):
@@ -309,6 +349,9 @@ def main():
     p = sub.add_parser("inputs", help="write the capture set's inputs (numpy)")
     p.add_argument("dir")
     p.add_argument("--only", action="append", choices=config_names(), help="this configuration only (repeatable)")
+    p = sub.add_parser("fresh", help="write fresh draws beside the set's shapes, from a random seed (numpy)")
+    p.add_argument("dir")
+    p.add_argument("--seed", type=int, help="the seed (default: from os.urandom; set.json records it)")
     p = sub.add_parser("run", help="run kernels on a set or one input (GPU)")
     p.add_argument("dir", nargs="?", help="a folder written by 'inputs'")
     p.add_argument("out")
@@ -326,6 +369,9 @@ def main():
     args = parser.parse_args()
     if args.command == "inputs":
         cmd_inputs(args)
+        return 0
+    if args.command == "fresh":
+        cmd_fresh(args)
         return 0
     if args.command == "record":
         return cmd_record(args)

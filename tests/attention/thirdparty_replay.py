@@ -79,7 +79,7 @@ def main():
         name = c["name"]
         if only and name not in only:
             continue
-        tensors, entry = capture.make_inputs(name)
+        tensors, entry = capture.inputs_of(c)
         if entry["sha256"] != c["sha256"]:
             print(f"{name}: FAILED: capture.py no longer makes the captured inputs (sha256 {entry['sha256']} != {c['sha256']})")
             failed += 1
