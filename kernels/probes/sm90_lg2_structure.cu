@@ -20,18 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "kernels/probes/probe_report.hpp"
+
 namespace {
 
 constexpr std::uint32_t kMantissas = 1u << 23;
 constexpr int kModes = 3;  // nearest even, toward zero, toward -inf
 constexpr int kExponents = 254;  // biased exponents 1 .. 254
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "sm90_lg2_structure: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 __device__ float lg2_approx(float x) {
   float r;
@@ -78,11 +73,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  std::string report;
-  const auto say = [&](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    report += line + "\n";
-  };
+  lowbit::probes::Report report{"sm90_lg2_structure", ""};
+  const auto check = [&](cudaError_t e, const char* what) { report.check(e, what); };
+  const auto say = [&](const std::string& line) { report.say(line); };
 
   float* table = nullptr;
   unsigned long long* mismatches = nullptr;
@@ -122,14 +115,7 @@ int main(int argc, char** argv) {
     say("consecutive differences of T[i] 2^" + std::to_string(grid) + ": " + std::to_string(lo) + " .. " + std::to_string(hi) +
         (monotone ? " (non-decreasing)" : " (not monotone)"));
     if (fits) {
-      const std::string path = out + "/sm90_lg2_mantissa.delta";
-      FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f || std::fwrite(delta.data(), sizeof(std::int16_t), delta.size(), f) != delta.size()) {
-        std::fprintf(stderr, "sm90_lg2_structure: cannot write %s\n", path.c_str());
-        return 1;
-      }
-      std::fclose(f);
-      say("wrote " + path);
+      report.write_bytes(out + "/sm90_lg2_mantissa.delta", delta.data(), delta.size() * sizeof(std::int16_t));
     }
   }
 
@@ -163,22 +149,9 @@ int main(int argc, char** argv) {
     if (d[i] != 0) differ += 1, first = std::min(first, i);
   say("[1/2, 1): " + std::to_string(differ) + " of 2^23 differ from float(-1 + T[i]) toward zero" +
       (differ ? ", the first at i = " + std::to_string(first) : std::string()));
-  {
-    const std::string delta_path = out + "/sm90_lg2_half_to_one.delta";
-    FILE* f = std::fopen(delta_path.c_str(), "wb");
-    if (!f || std::fwrite(d.data(), sizeof(int), d.size(), f) != d.size()) {
-      std::fprintf(stderr, "sm90_lg2_structure: cannot write %s\n", delta_path.c_str());
-      return 1;
-    }
-    std::fclose(f);
-    say("wrote " + delta_path);
-  }
+  report.write_bytes(out + "/sm90_lg2_half_to_one.delta", d.data(), d.size() * sizeof(int));
 
-  const std::string path = out + "/sm90_lg2_structure.txt";
-  if (FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fputs(report.c_str(), f);
-    std::fclose(f);
-  }
+  report.save(out);
   cudaFree(table);
   cudaFree(mismatches);
   return 0;

@@ -17,17 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/probes/probe_report.hpp"
+
 namespace {
 
 constexpr std::uint32_t kMantissas = 1u << 23;
 constexpr int kExponents = 254;  // biased exponents 1 .. 254
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "sm90_rcp_structure: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 __device__ float rcp_approx(float x) {
   float r;
@@ -76,11 +71,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string out = argv[1];
-  std::string report;
-  const auto say = [&](const std::string& line) {
-    std::printf("%s\n", line.c_str());
-    report += line + "\n";
-  };
+  lowbit::probes::Report report{"sm90_rcp_structure", ""};
+  const auto check = [&](cudaError_t e, const char* what) { report.check(e, what); };
+  const auto say = [&](const std::string& line) { report.say(line); };
 
   float* table = nullptr;
   int* delta = nullptr;
@@ -101,14 +94,7 @@ int main(int argc, char** argv) {
       ", >=+2: " + std::to_string(histogram[4]));
   if (histogram[0] == 0 && histogram[4] == 0) {
     std::vector<std::int8_t> bytes(d.begin(), d.end());
-    const std::string path = out + "/sm90_rcp_mantissa.delta";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f || std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
-      std::fprintf(stderr, "sm90_rcp_structure: cannot write %s\n", path.c_str());
-      return 1;
-    }
-    std::fclose(f);
-    say("wrote " + path);
+    report.write_bytes(out + "/sm90_rcp_mantissa.delta", bytes.data(), bytes.size());
   }
 
   const std::uint64_t total = 2ull * kExponents * kMantissas;
@@ -141,11 +127,7 @@ int main(int argc, char** argv) {
   }
   say(line);
 
-  const std::string path = out + "/sm90_rcp_structure.txt";
-  if (FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fputs(report.c_str(), f);
-    std::fclose(f);
-  }
+  report.save(out);
   cudaFree(table);
   cudaFree(delta);
   cudaFree(mismatches);

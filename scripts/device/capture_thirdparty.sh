@@ -16,7 +16,7 @@ if ls .whl/fa3_fwd-*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 for probe in lg2 rcp; do
-  nvcc -std=c++20 -arch=sm_90a -O3 -o /tmp/sm90_${probe}_structure kernels/probes/sm90_${probe}_structure.cu &&
+  nvcc -std=c++20 -arch=sm_90a -O3 -I. -o /tmp/sm90_${probe}_structure kernels/probes/sm90_${probe}_structure.cu &&
     /tmp/sm90_${probe}_structure "$work/out/sfu"
 done
 gzip -9 -f "$work"/out/sfu/*.delta 2>/dev/null
