@@ -4,7 +4,9 @@
 Runs the bench_attention binary (lowbit: the kernel on pre-quantized inputs; lowbit_e2e: from fp16,
 quantization included; lowbit_ex2, lowbit_ex2_e2e: the same with MUFU.EX2 as the exp2), then times PyTorch SDPA with the flash backend (sdpa_flash,
 FlashAttention-2) and the cuDNN backend (sdpa_cudnn) on fp16 inputs of the same shapes: batch 4,
-32 heads, N = 1K .. 32K, d = 64 and 128, causal and not. TOPS = 4 B H N^2 d / time, halved for
+32 heads, N = 1K .. 32K, d = 64 and 128, causal and not; and, where the PyPI wheel fa3-fwd is
+installed, FlashAttention-3's forward in FP8 (fa3_fp8: E4M3 inputs with descales, as it takes them)
+and BF16 (fa3_bf16), in its own [batch, tokens, heads, dim] layout. TOPS = 4 B H N^2 d / time, halved for
 causal; median of --repeats timed runs (CUDA events around each) after --warmup runs. Writes
 <out>/<gpu>.csv (gpu,kernel,d,causal,n,tops), <out>/<gpu>.provenance.json and prints a table.
 """
@@ -53,6 +55,35 @@ def time_sdpa(backend, b, h, n, d, causal, warmup, repeats):
                        warmup, repeats)
 
 
+def time_fa3(fp8, b, h, n, d, causal, warmup, repeats):
+    import fa3_fwd_interface as fa3
+
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    if not fp8:
+        return time_ms(lambda: fa3.flash_attn_func(q, k, v, causal=causal), warmup, repeats)
+    q, k, v = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
+    descale = torch.ones(b, h, device="cuda", dtype=torch.float32)
+    return time_ms(lambda: fa3.flash_attn_func(q, k, v, causal=causal, q_descale=descale, k_descale=descale,
+                                               v_descale=descale), warmup, repeats)
+
+
+def fa3_version():
+    import importlib.metadata
+
+    try:
+        return "fa3-fwd " + importlib.metadata.version("fa3-fwd")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def have_fa3():
+    try:
+        import fa3_fwd_interface  # noqa: F401
+        return True
+    except ImportError:
+        return False
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", required=True, help="the bench_attention executable")
@@ -74,33 +105,40 @@ def main() -> int:
     lowbit = json.loads(lowbit_json.read_text())
     gpu = torch.cuda.get_device_name()
     rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in lowbit["measurements"]]
+    others = [("sdpa_flash", lambda *a: time_sdpa(SDPBackend.FLASH_ATTENTION, *a)),
+              ("sdpa_cudnn", lambda *a: time_sdpa(SDPBackend.CUDNN_ATTENTION, *a))]
+    if have_fa3():
+        others += [("fa3_fp8", lambda *a: time_fa3(True, *a)), ("fa3_bf16", lambda *a: time_fa3(False, *a))]
     for d in map(int, args.dims.split(",")):
         for causal in (False, True):
             for n in map(int, args.tokens.split(",")):
                 ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
-                for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION), ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+                for name, timed in others:
                     try:
-                        ms = time_sdpa(backend, args.batch, args.heads, n, d, causal, args.warmup, args.repeats)
+                        ms = timed(args.batch, args.heads, n, d, causal, args.warmup, args.repeats)
                         rows.append((name, d, causal, n, ops / (ms * 1e-3) / 1e12))
                     except RuntimeError as e:
                         print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
                     torch.cuda.empty_cache()
     slug, csv = write_tops_csv(out, gpu, rows)
     provenance = {"lowbit": lowbit["provenance"], "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
-                  "method": lowbit["method"] + "; SDPA timed the same way with torch.cuda.Event in the same run",
+                  "fa3": fa3_version(),
+                  "method": lowbit["method"] + "; SDPA (and FlashAttention-3) timed the same way with torch.cuda.Event "
+                                               "in the same run",
                   "command": " ".join(sys.argv)}
     (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     table = {}
     for kernel, d, causal, n, tops in rows:
         table.setdefault((d, causal, n), {})[kernel] = tops
-    kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e", "sdpa_flash", "sdpa_cudnn"]
+    kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e", "sdpa_flash", "sdpa_cudnn", "fa3_fp8", "fa3_bf16"]
     print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>14}" for k in kernels)
-          + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11}")
+          + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11} {'ex2 x fa3':>11} {'e2e x fa3':>11}")
     for (d, causal, n), t in sorted(table.items()):
         ratio = lambda mine, other: t.get(mine, 0) / t[other] if t.get(other) else float("nan")
         print(f"{d:>4} {int(causal):>6} {n:>6} " + " ".join(f"{t.get(k, float('nan')):>14.1f}" for k in kernels)
               + f" {ratio('lowbit_ex2', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'sdpa_cudnn'):>11.2f}"
-              + f" {ratio('lowbit_ex2_e2e', 'sdpa_flash'):>11.2f}")
+              + f" {ratio('lowbit_ex2_e2e', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'fa3_fp8'):>11.2f}"
+              + f" {ratio('lowbit_ex2_e2e', 'fa3_fp8'):>11.2f}")
     return 0
 
 

@@ -10,10 +10,7 @@ out=${1:?usage: capture_thirdparty.sh OUT_DIR [KERNEL...]}
 shift
 work=/tmp/capture
 mkdir -p "$out" "$work/out/sfu"
-if ls .whl/fa3_fwd-*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/fa3_fwd-*.whl &&
-    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
+source scripts/device/deps.sh  # the carried wheels (fa3-fwd)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 for probe in lg2 rcp; do
   nvcc -std=c++20 -arch=sm_90a -O3 -I. -o /tmp/sm90_${probe}_structure kernels/probes/sm90_${probe}_structure.cu &&

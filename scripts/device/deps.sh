@@ -10,3 +10,9 @@ if [[ -d .device-deps ]]; then
   export CMAKE_PREFIX_PATH=/tmp/deps/usr LD_LIBRARY_PATH=/tmp/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
   LOWBIT_DEPS_CMAKE_ARGS="-DZLIB_LIBRARY=/tmp/deps/usr/lib/x86_64-linux-gnu/libz.a -DZLIB_INCLUDE_DIR=/tmp/deps/usr/include"
 fi
+# Python wheels carried in .whl/ (e.g. PyPI's fa3-fwd: FlashAttention-3's forward), installed from the
+# files (no network there) into /tmp/site, which PYTHONPATH then names.
+if ls .whl/*.whl > /dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl &&
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi

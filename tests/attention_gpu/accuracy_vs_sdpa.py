@@ -5,7 +5,8 @@ For every folder check_sage2_gpu wrote under <dir>/accuracy/<config>/ (q, k, v a
 output out_gpu as float32 .npy, [batch, heads, tokens, dim], and config.json): the reference is
 PyTorch SDPA in float32 (math backend, TF32 off) on the fp16/bf16 inputs; beside the kernel, SDPA
 in the inputs' own format (fp16/bf16, flash backend where it runs) is measured against the same
-reference. Metrics as the SageAttention papers define them: cosine similarity and relative L1
+reference, and FlashAttention-3 (PyPI fa3-fwd, where it is installed) in FP8 and BF16: FP8 on E4M3
+operands with one descale per (batch, KV head), as experiments/thirdparty/capture.py gives it them. Metrics as the SageAttention papers define them: cosine similarity and relative L1
 (sum|r - a| / sum|r|) over the whole tensor. Writes <dir>/accuracy.json and prints a table.
 
 Needs torch and numpy (the GPU machine has both).
@@ -18,6 +19,15 @@ import sys
 import numpy as np
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "experiments" / "thirdparty"))
+import capture  # noqa: E402  (FlashAttention-3's runs, as the captures make them)
+
+try:
+    import fa3_fwd_interface  # noqa: F401
+    HAVE_FA3 = True
+except ImportError:
+    HAVE_FA3 = False
 
 
 def metrics(ref: torch.Tensor, approx: torch.Tensor) -> dict:
@@ -65,10 +75,17 @@ def main() -> int:
             "lowbit_sage2_8b": metrics(reference, out),
             native_key: metrics(reference, native.float()),
         }
+        if HAVE_FA3:
+            arrays = [t.cpu().numpy() for t in (q, k, v)]
+            for key, fp8 in (("fa3_fp8", True), ("fa3_bf16", False)):
+                fa3_out = capture.run_fa3(torch, *arrays, causal, config["dtype"], fp8)[0]
+                row[key] = metrics(reference, torch.from_numpy(fa3_out).cuda())
         rows.append(row)
-        low_m, nat_m = row["lowbit_sage2_8b"], row[native_key]
-        print(f"{config['name']:<52} lowbit cos {low_m['cosine']:.6f} L1 {low_m['relative_l1']:.5f} | "
-              f"{native_key} cos {nat_m['cosine']:.6f} L1 {nat_m['relative_l1']:.5f}")
+        line = f"{config['name']:<52}"
+        for key in ("lowbit_sage2_8b", native_key, "fa3_fp8", "fa3_bf16"):
+            if key in row:
+                line += f" | {key} cos {row[key]['cosine']:.6f} L1 {row[key]['relative_l1']:.5f}"
+        print(line)
     doc = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(), "configurations": rows}
     (root / "accuracy.json").write_text(json.dumps(doc, indent=2) + "\n")
     return 0
