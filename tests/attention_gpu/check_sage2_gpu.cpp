@@ -36,8 +36,8 @@
 #include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
-#include "tests/attention_gpu/sage2_emulated.hpp"
 #include "verification/bit_compare.hpp"
+#include "verification/sage2_emulated.hpp"
 
 namespace {
 
@@ -301,7 +301,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
   std::vector<int> rows;
   for (int qb : blocks)
     for (int t = qb * block_q; t < std::min(n, (qb + 1) * block_q); ++t) rows.push_back(t);
-  const auto m = lowbit::test::emulate_sage2_rows(one, hq, hk, hv, rows);
+  const auto m = lowbit::verification::emulate_sage2_rows(one, hq, hk, hv, rows);
   std::uint64_t compared = 0, mismatches = 0, lse_compared = 0, lse_mismatches = 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const std::size_t t = std::size_t(rows[r]);
@@ -355,7 +355,7 @@ int run(const Args& args) {
                   " pipeline, bit for bit: output codes, LSE, quantized Q/K/V";
     doc["reference"] = "attention::forward(preset(\"" + std::string(sage2_8b_preset(args.exp2)) +
                        "\", d)), output in the inputs' format "
-                       "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
+                       "(verification/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
                      (args.only.empty() ? "" : " --only " + args.only) +
                      " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2));
@@ -401,7 +401,7 @@ int run(const Args& args) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto g = lowbit::kernels::attention::sage2_attention_host(p, in.q, in.k, in.v, true);
     const auto t1 = std::chrono::steady_clock::now();
-    const auto m = lowbit::test::emulate_sage2(p, in.q, in.k, in.v);
+    const auto m = lowbit::verification::emulate_sage2(p, in.q, in.k, in.v);
     const auto t2 = std::chrono::steady_clock::now();
     const BitComparison out_cmp = compare_bits(g.out, m.out), lse_cmp = compare_bits(g.lse, m.lse);
     nlohmann::ordered_json quantized;
