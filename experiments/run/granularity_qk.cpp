@@ -16,11 +16,11 @@
 #include <nlohmann/json.hpp>
 
 #include "emulation/attention/qk_attention.hpp"
+#include "experiments/common/results.hpp"
+#include "experiments/run/registry.hpp"
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
 #include "numerics/provenance.hpp"
-#include "experiments/common/results.hpp"
-#include "experiments/run/registry.hpp"
 #include "numerics/synthetic.hpp"
 
 namespace lowbit::experiments {
