@@ -1,6 +1,7 @@
 // lowbit run NAME [OPTIONS]: one experiment of experiments/run/registry.hpp (its own --help lists
 // its options); lowbit run all [OPTIONS]: every one registered for it in turn, each into OUT/NAME,
-// then a summary table. lowbit plot DIR: the plots of a results folder (plots/plot_run.py), which run also draws.
+// then a summary table. lowbit plot DIR: the plots of a results folder (plots/plot_run.py), which
+// run also draws.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
