@@ -1,6 +1,6 @@
 // Softmax attention in float64 on dense N x N scores: what quantized_qk_attention (the SageAttention2
-// Table 3/9 setting, whose quantized S is dense) and exp_granularity measure against. Whole
-// attention tensors at any length: numerics/attention_reference.hpp (tiled, O(N d) memory).
+// Table 3/9 setting, whose quantized S is dense) and `lowbit run granularity-qk` measure against.
+// Whole attention tensors at any length: numerics/attention_reference.hpp (tiled, O(N d) memory).
 #pragma once
 
 #include "numerics/matrix.hpp"

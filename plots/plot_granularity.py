@@ -4,7 +4,7 @@
 usage: plots/plot_granularity.py [RESULTS_DIR] [--out FILE.png]
 
 Reads RESULTS_DIR/granularity.csv (one row per table, method and head, written by
-exp_granularity; default build/results/granularity, where exp_granularity writes by default;
+`lowbit run granularity-qk`; default build/results/granularity-qk, where it writes by default;
 the committed record is results/granularity) and draws, per table, each method's cosine
 similarity, relative L1 and RMSE: one dot per head, a bar for the mean. The figure's footer
 carries the provenance line of the CSV (git SHA, date, host).
@@ -47,12 +47,12 @@ def read(path):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("results", nargs="?", default="build/results/granularity")
+    parser.add_argument("results", nargs="?", default="build/results/granularity-qk")
     parser.add_argument("--out", help="PNG to write (default RESULTS/granularity.png)")
     args = parser.parse_args()
     path = os.path.join(args.results, "granularity.csv")
     if not os.path.exists(path):
-        sys.exit(f"{path}: not found (run exp_granularity --out {args.results} first)")
+        sys.exit(f"{path}: not found (run lowbit run granularity-qk --out {args.results} first)")
     rows, provenance = read(path)
 
     tables = OrderedDict()

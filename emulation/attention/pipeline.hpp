@@ -76,6 +76,7 @@ struct OperandStage {
   double target = 0;  // a group's amax maps to this code magnitude (0: the element's max finite)
 
   std::optional<std::string> validate(Role role) const;
+  std::string text() const;  // FORMAT:GRANULARITY[:TARGET], as set_stage reads it
 };
 
 enum class Transform : std::uint8_t { none, smooth_attn, hadamard };

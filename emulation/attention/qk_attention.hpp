@@ -42,7 +42,7 @@ struct QkAttentionResult {
   NonFiniteReport q_nonfinite, k_nonfinite, v_nonfinite;
 };
 
-// How error messages name the inputs (exp_granularity names the files they came from).
+// How error messages name the inputs (`lowbit run granularity-qk` names the files they came from).
 struct QkTensorNames {
   std::string q = "Q", k = "K", v = "V";
 };

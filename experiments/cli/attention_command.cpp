@@ -2,7 +2,6 @@
 // against the float64 reference; prints and writes the error metrics. --device gpu runs the
 // sage2-8b kernel of kernels/attention/ instead (and --check compares it with the emulated preset,
 // bit for bit).
-#include <bit>
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -24,6 +23,7 @@
 #if defined(LOWBIT_HAVE_KERNELS)
 #include "experiments/cli/gpu_run.hpp"
 #include "kernels/attention/sage2_attention.hpp"
+#include "verification/bit_compare.hpp"
 #endif
 
 namespace lowbit::cli {
@@ -161,13 +161,12 @@ std::optional<AttentionRun> run_gpu(const AttentionArgs& a, const TensorFile& q,
   run.extra["gpu"] = gpu_provenance(*gpu);
   if (a.check) {  // the emulated preset on the same tensors: every output code and LSE
     const attention::ForwardResult e = emulate(a, make_pipeline(a, q, v), q, k, v);
-    std::uint64_t outputs = 0, lse = 0;
-    for (std::size_t i = 0; i < r.out.size(); ++i) outputs += r.out[i] != e.output_codes[i];
-    for (std::size_t i = 0; i < r.lse.size(); ++i) lse += std::bit_cast<std::uint32_t>(r.lse[i]) != std::bit_cast<std::uint32_t>(e.lse[i]);
-    fmt::print("--check against the emulated {}: {} of {} output codes and {} of {} LSE differ\n", a.preset, outputs,
-               r.out.size(), lse, r.lse.size());
-    run.extra["check"] = {{"outputs_compared", r.out.size()}, {"mismatches", outputs}, {"lse_compared", r.lse.size()},
-                          {"lse_mismatches", lse}};
+    const verification::BitComparison outputs = verification::compare_bits(r.out, e.output_codes),
+                                      lse = verification::compare_bits(r.lse, e.lse);
+    fmt::print("--check against the emulated {}: {} of {} output codes and {} of {} LSE differ\n", a.preset,
+               outputs.mismatches, outputs.compared, lse.mismatches, lse.compared);
+    run.extra["check"] = {{"outputs_compared", outputs.compared}, {"mismatches", outputs.mismatches},
+                          {"lse_compared", lse.compared}, {"lse_mismatches", lse.mismatches}};
   }
   return run;
 }

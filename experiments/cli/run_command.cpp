@@ -1,6 +1,7 @@
 // lowbit run NAME [OPTIONS]: one experiment of experiments/run/registry.hpp (its own --help lists
-// its options); lowbit run all [OPTIONS]: every one in turn, each into OUT/NAME, then a summary
-// table. lowbit plot DIR: the plots of a results folder (plots/plot_run.py), which run also draws.
+// its options); lowbit run all [OPTIONS]: every one registered for it in turn, each into OUT/NAME,
+// then a summary table. lowbit plot DIR: the plots of a results folder (plots/plot_run.py), which
+// run also draws.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -75,8 +76,11 @@ bool asks_for_help(const std::vector<std::string>& args) {
 
 std::string list_text() {
   std::string s = "experiments (lowbit run NAME --help for the options of each):\n";
-  for (const auto& e : experiments::experiment_registry()) s += fmt::format("  {:<12} {}\n", e.name, e.summary);
-  s += fmt::format("  {:<12} {}\n", "all", "every experiment above, each into OUT/NAME (--out OUT, default build/results), then a summary");
+  for (const auto& e : experiments::experiment_registry())
+    s += fmt::format("  {:<14} {}{}\n", e.name, e.summary, e.in_run_all ? "" : " [not in all]");
+  s += fmt::format("  {:<14} {}\n", "all",
+                   "every experiment above but those marked [not in all], each into OUT/NAME (--out OUT, default "
+                   "build/results), then a summary");
   return s;
 }
 
@@ -88,7 +92,9 @@ int run_all(std::vector<std::string> args, const PlotSettings& plots) {
     double cpu, wall;
   };
   std::vector<Done> done;
-  const auto& list = experiments::experiment_registry();
+  std::vector<Experiment> list;
+  for (const Experiment& e : experiments::experiment_registry())
+    if (e.in_run_all) list.push_back(e);
   int failures = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const Experiment& e = list[i];
@@ -161,7 +167,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
     for (const auto& e : experiments::experiment_registry())
       if (e.name == name) {
         exit_code = run_one(e, args);
-        if (exit_code == 0 && plots.enabled && !asks_for_help(args)) {
+        if (exit_code == 0 && plots.enabled && e.in_run_all && !asks_for_help(args)) {
           std::vector<std::string> copy = args;
           std::string out = take_out(copy);
           if (out.empty()) out = std::string(LOWBIT_DEFAULT_RESULTS_DIR) + "/" + name;

@@ -1,6 +1,7 @@
 // lowbit verify-exp2: the GPU's exponential. MUFU.EX2 (ex2.approx.ftz.f32) and the reproducible
 // steps::poly_exp2 against the correctly rounded exp2; and on every float32 input, bit for bit, the
-// device's poly_exp2 against the host's and MUFU.EX2 against its model (sfu::sm90_ex2).
+// device's poly_exp2 against the host's and MUFU.EX2 against its model (sfu::sm90_ex2): the models
+// and the sweep are verification/'s (exp2.hpp, float32_sweep.hpp).
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -8,11 +9,11 @@
 #include <fmt/format.h>
 
 #include "emulation/attention/kernel_steps.hpp"
-#include "emulation/sfu/ex2.hpp"
 #include "experiments/cli/command.hpp"
 #include "experiments/cli/gpu_run.hpp"
 #include "kernels/probes/exp2_probe.hpp"
-#include "numerics/parallel.hpp"
+#include "verification/exp2.hpp"
+#include "verification/float32_sweep.hpp"
 
 namespace lowbit::cli {
 namespace {
@@ -55,56 +56,22 @@ nlohmann::ordered_json accuracy_json(const Measured& m, const Exp2Accuracy& a) {
           {"uncertain_reference", a.uncertain_reference}};
 }
 
-struct Agreement {
-  std::uint64_t inputs = 0, mismatches = 0;
-  std::uint32_t first_mismatch = 0;
-};
-
 constexpr std::size_t kChunk = std::size_t{1} << 27;
 constexpr std::size_t kBlock = 1 << 16;
 
-// The host model of each implementation the device runs.
-float host_exp2(Exp2Implementation implementation, float x) {
-  switch (implementation) {
-    case Exp2Implementation::ex2_approx: return sfu::sm90_ex2(x);
-    case Exp2Implementation::poly_degree5: return steps::poly_exp2(x, steps::exp2_degree5());
-    case Exp2Implementation::poly_degree6: return steps::poly_exp2(x, steps::exp2_degree6());
-  }
-  return 0.0f;
-}
-// Equal bit patterns; a NaN input's output only has to be a NaN (no payload is modeled).
-bool agree(float x, std::uint32_t host, std::uint32_t device) {
-  return host == device || (x != x && std::bit_cast<float>(host) != std::bit_cast<float>(host) &&
-                            std::bit_cast<float>(device) != std::bit_cast<float>(device));
-}
-
-// The device's exp2 against the host model over inputs 0, stride, 2 stride, ... (all 2^32 at 1).
-Agreement compare(Exp2Implementation implementation, std::uint32_t stride) {
-  const std::uint64_t total = ((std::uint64_t{1} << 32) + stride - 1) / stride;
-  std::vector<std::uint32_t> device(std::size_t(std::min<std::uint64_t>(kChunk, total)));
-  std::vector<std::uint64_t> mismatches(worker_count(), 0);
-  std::vector<std::uint32_t> first(worker_count(), 0xffffffffu);
-  for (std::uint64_t done = 0; done < total; done += device.size()) {
-    const std::size_t n = std::size_t(std::min<std::uint64_t>(device.size(), total - done));
-    const auto start = std::uint32_t(done * stride);
-    kernels::device_exp2(implementation, start, stride, std::span(device).first(n));
-    parallel_for((n + kBlock - 1) / kBlock, [&](std::size_t block, unsigned worker) {
-      const std::size_t end = std::min(n, (block + 1) * kBlock);
-      for (std::size_t i = block * kBlock; i < end; ++i) {
-        const auto input = std::uint32_t(start + i * stride);
-        const float x = std::bit_cast<float>(input);
-        if (!agree(x, std::bit_cast<std::uint32_t>(host_exp2(implementation, x)), device[i])) {
-          ++mismatches[worker];
-          first[worker] = std::min(first[worker], input);
-        }
-      }
-    });
-  }
-  Agreement r;
-  r.inputs = total;
-  for (unsigned w = 0; w < worker_count(); ++w) r.mismatches += mismatches[w];
-  r.first_mismatch = *std::min_element(first.begin(), first.end());
-  return r;
+// The device's exp2 against its host model (verification/exp2.hpp) over inputs 0, stride,
+// 2 stride, ... (all 2^32 at 1); the smallest mismatching input is kept.
+verification::SweepResult<std::uint32_t, std::uint32_t> compare(Exp2Implementation implementation, std::uint32_t stride) {
+  return verification::sweep_float32<std::uint32_t, std::uint32_t>(
+      {stride, kChunk, kBlock, 1},
+      [&](std::uint32_t first, std::uint32_t step, std::span<std::uint32_t> out) {
+        kernels::device_exp2(implementation, first, step, out);
+      },
+      [&](std::span<const float> in, std::span<std::uint32_t> out) {
+        for (std::size_t i = 0; i < in.size(); ++i)
+          out[i] = std::bit_cast<std::uint32_t>(verification::exp2_model(implementation, in[i]));
+      },
+      verification::exp2_agrees);
 }
 
 int run_verify_exp2(const Args& args) {
@@ -124,7 +91,7 @@ int run_verify_exp2(const Args& args) {
   std::uint64_t all_mismatches = 0;
   for (const Measured& m : kMeasured) {
     const auto start = std::chrono::steady_clock::now();
-    const Agreement a = compare(m.implementation, args.stride);
+    const auto a = compare(m.implementation, args.stride);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     all_mismatches += a.mismatches;
     const char* model = m.implementation == Exp2Implementation::ex2_approx ? "model sfu::sm90_ex2" : "host poly_exp2";
@@ -133,7 +100,7 @@ int run_verify_exp2(const Args& args) {
                          {"host", model},
                          {"inputs", a.inputs},
                          {"mismatches", a.mismatches},
-                         {"first_mismatch", a.mismatches ? fmt::format("0x{:08x}", a.first_mismatch) : ""}});
+                         {"first_mismatch", a.mismatches ? fmt::format("0x{:08x}", a.first.front().input) : ""}});
   }
   if (!args.output.empty()) {
     nlohmann::ordered_json doc;

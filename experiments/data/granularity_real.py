@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""SageAttention2's Tables 3 and 9 (exp_granularity) on the captured SmolLM2 layers and synthetic presets.
+"""SageAttention2's Tables 3 and 9 (lowbit run granularity-qk) on the captured SmolLM2 layers and synthetic presets.
 
-usage: experiments/data/granularity_real.py [--exp PATH] [--dir DIR] [--presets NAME,...] [--out DIR]
-                                            [--scratch DIR] [-- EXP_GRANULARITY_OPTIONS...]
+usage: experiments/data/granularity_real.py [--lowbit PATH] [--dir DIR] [--presets NAME,...] [--out DIR]
+                                            [--scratch DIR] [-- GRANULARITY_QK_OPTIONS...]
 
 For each layerLL_{q,k,v}.npy in DIR ([1, heads, tokens, d], as capture_smollm2.py writes them),
 repeats each key and value head for the query heads that attend with it (GQA: query head h uses
 key head h // (query heads / key heads)), writes [heads, tokens, d] float32 copies to --scratch
-(default build/smollm2-mha, so the runs' recorded commands name files this script remakes) and runs exp_granularity --data on them (non-causal attention, as exp_granularity
-computes it; the model itself is causal); then runs it on each synthetic --presets at the
+(default build/smollm2-mha, so the runs' recorded commands name files this script remakes) and runs
+`lowbit run granularity-qk --data` on them (non-causal attention, as granularity-qk computes it; the
+model itself is causal); then runs it on each synthetic --presets at the
 preset's own size. Each run's files go to OUT/NAME/ (layerLL or synthetic-PRESET); OUT/summary.md
 and OUT/summary.csv put the mean and worst cosine similarity of every method side by side, with
 "real, all layers" pooling the heads of every layer. Options after -- go to every run.
@@ -25,8 +26,8 @@ import numpy as np
 TABLES = ["smoothing methods, per-thread", "granularity, smooth Q+K"]
 
 
-def run(exp, args, folder):
-    command = [exp, "--tables", "methods,smooth", "--out", folder] + args
+def run(lowbit, args, folder):
+    command = [lowbit, "run", "granularity-qk", "--tables", "methods,smooth", "--out", folder] + args
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr.strip()}")
@@ -64,14 +65,14 @@ def main():
         argv = argv[: argv.index("--")]
     usage = __doc__.split("\n\n")[1].removeprefix("usage: ")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], usage=usage)
-    parser.add_argument("--exp", default="build/experiments/exp_granularity", help="the exp_granularity binary")
+    parser.add_argument("--lowbit", default="build/experiments/lowbit", help="the lowbit program")
     parser.add_argument("--dir", default="experiments/data/smollm2-135m", help="folder of layerLL_{q,k,v}.npy")
     parser.add_argument("--presets", default="smollm2", help="synthetic presets, comma-separated (empty: none)")
     parser.add_argument("--out", default="build/results/data-granularity", help="output folder")
     parser.add_argument("--scratch", default="build/smollm2-mha", help="folder for the [heads, tokens, d] copies")
     args = parser.parse_args(argv)
-    if not os.access(args.exp, os.X_OK):
-        sys.exit(f"{args.exp}: not an executable (build it: cmake --build build --target exp_granularity)")
+    if not os.access(args.lowbit, os.X_OK):
+        sys.exit(f"{args.lowbit}: not an executable (build it: cmake --build build --target lowbit)")
     layers = sorted(m.group(1) for f in os.listdir(args.dir) if (m := re.fullmatch(r"layer(\d+)_q\.npy", f)))
     if not layers:
         sys.exit(f"{args.dir}: no layerLL_q.npy files")
@@ -83,11 +84,11 @@ def main():
     for layer in layers:
         name = f"layer{layer}"
         print(f"{name} ...", file=sys.stderr)
-        results[name], provenance = run(args.exp, ["--data", *mha_copies(args.dir, layer, args.scratch)] + extra,
+        results[name], provenance = run(args.lowbit, ["--data", *mha_copies(args.dir, layer, args.scratch)] + extra,
                                         os.path.join(args.out, name))
     for preset in filter(None, args.presets.split(",")):
         print(f"synthetic {preset} ...", file=sys.stderr)
-        results[f"synthetic-{preset}"], _ = run(args.exp, ["--preset", preset] + extra,
+        results[f"synthetic-{preset}"], _ = run(args.lowbit, ["--preset", preset] + extra,
                                                 os.path.join(args.out, f"synthetic-{preset}"))
 
     pooled = [row for name in results if name.startswith("layer") for row in results[name]]

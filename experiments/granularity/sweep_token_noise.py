@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """Per-thread vs per-token INT4 (SageAttention2 Table 3) as neighbouring tokens grow alike.
 
-usage: experiments/granularity/sweep_token_noise.py [--exp PATH] [--lengths L,L,...] [--out DIR]
-                                                     [-- EXP_GRANULARITY_OPTIONS...]
+usage: experiments/granularity/sweep_token_noise.py [--lowbit PATH] [--lengths L,L,...] [--out DIR]
+                                                     [-- GRANULARITY_QK_OPTIONS...]
 
-Runs exp_granularity --tables smooth once per --token-noise-length (numerics/synthetic.hpp: the
+Runs `lowbit run granularity-qk --tables smooth` once per --token-noise-length (numerics/synthetic.hpp: the
 correlation length, in tokens, of each channel's token-to-token variation; 0 is the default
 data) on otherwise default synthetic data, and writes DIR/sweep.csv (one row per length: mean
 and worst cosine similarity of per-token, per-thread, per-block and per-tensor, the per-thread
 gap in points, the per-thread Q step over the per-token one) and DIR/sweep.md, both headed by
-the binary's provenance line and this command. Options after -- go to every exp_granularity run
+the binary's provenance line and this command. Options after -- go to every granularity-qk run
 (e.g. -- --heads 2 --tokens 512 for a quick look). Each default-size run takes about a minute.
 """
 import argparse
@@ -33,8 +33,8 @@ def parse_lengths(text):
     return lengths
 
 
-def run_one(exp, length, extra, folder):
-    command = [exp, "--tables", "smooth", "--token-noise-length", f"{length:g}", "--out", folder] + extra
+def run_one(lowbit, length, extra, folder):
+    command = [lowbit, "run", "granularity-qk", "--tables", "smooth", "--token-noise-length", f"{length:g}", "--out", folder] + extra
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{' '.join(command)} failed (exit {done.returncode}):\n{done.stderr.strip()}")
@@ -57,21 +57,21 @@ def main():
         argv = argv[: argv.index("--")]
     usage = __doc__.split("\n\n")[1].removeprefix("usage: ")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], usage=usage)
-    parser.add_argument("--exp", default="build/experiments/exp_granularity", help="the exp_granularity binary")
+    parser.add_argument("--lowbit", default="build/experiments/lowbit", help="the lowbit program")
     parser.add_argument("--lengths", default="0,1,2,4,8,16,32,64,128,256",
                         help="token noise lengths (tokens), comma-separated")
     parser.add_argument("--out", default="build/results/granularity/token-noise",
                         help="folder for sweep.csv and sweep.md (the committed record: results/granularity/token-noise)")
     args = parser.parse_args(argv)
-    if not os.access(args.exp, os.X_OK):
-        sys.exit(f"{args.exp}: not an executable (build it: cmake --build build --target exp_granularity)")
+    if not os.access(args.lowbit, os.X_OK):
+        sys.exit(f"{args.lowbit}: not an executable (build it: cmake --build build --target lowbit)")
     lengths = parse_lengths(args.lengths)
     command = " ".join([os.path.relpath(sys.argv[0])] + sys.argv[1:])
 
     rows, provenance = [], None
     with tempfile.TemporaryDirectory() as scratch:
         for i, length in enumerate(lengths):
-            by_method, provenance = run_one(args.exp, length, extra, os.path.join(scratch, str(i)))
+            by_method, provenance = run_one(args.lowbit, length, extra, os.path.join(scratch, str(i)))
             token, thread = by_method["per-token"], by_method["per-thread"]
             row = {"token_noise_length": length}
             for m in GRANULARITIES:

@@ -6,15 +6,14 @@
 // intra-chunk output and P of the first --check-heads heads with linear::intra_chunk of the kernel's
 // preset (every bit), then times each kernel (CUDA events, --reps launches after 3 warm-up
 // launches). It prints a table and writes OUT/gpu.csv and OUT/gpu.json. A mismatch is counted by
-// stage: P in the diagonal blocks (fp32 steps), P in the inter-sub-chunk strips (the score MMA and
-// its quantization), and the output of chunks whose P is equal (the P V stage alone); the first
+// stage, as verification/gla_compare.hpp compares: P in the diagonal blocks, P in the strips, and
+// the output of chunks whose P is equal; the first
 // --keep mismatching chunks of each kernel and shape are kept as .npy (the chunk's q, k, v,
 // log_alpha and both sides' P and output) under OUT/failing/, enough to replay the chunk offline.
 // Exit status: 0 all bits equal, 1 a mismatch or an error, 77 no GPU (skipped).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <bit>
 #include <cuda_runtime.h>
 #include <filesystem>
 #include <fstream>
@@ -30,6 +29,7 @@
 #include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
+#include "verification/gla_compare.hpp"
 
 using namespace lowbit;
 
@@ -81,56 +81,14 @@ double macs_per_chunk(int dk, int dv) {
   return double(n * (n - 1) / 2) * c * c * dk + double(n) * c * (c + 1) / 2 * dk + double(C) * C * dv;
 }
 
-struct Row {
+// One kernel and shape: the comparison with the emulation (verification/gla_compare.hpp), the
+// chunks kept, and the speed.
+struct Row : verification::GlaComparison {
   Shape shape;
   std::string kernel;
-  std::size_t checked = 0, score_mismatches = 0, intra_mismatches = 0;
-  // By stage: P in the diagonal blocks, P in the strips, the output where the chunk's P is equal.
-  std::size_t diagonal_mismatches = 0, strip_mismatches = 0, pv_only_mismatches = 0;
-  std::size_t chunks_checked = 0, chunks_mismatching = 0, chunks_kept = 0;
-  std::string first_mismatch;
+  std::size_t chunks_kept = 0;
   double ms = 0, tflops = 0, speedup = 0;
 };
-
-bool same_bits(float a, float b) { return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
-
-// Every bit of one head's P and intra-chunk output (GPU: the whole launch, head h at its offset),
-// counted by stage, chunk by chunk.
-void compare_head(Row& row, int h, const linear::IntraResult& emu, const std::vector<float>& gpu_scores,
-                  const std::vector<float>& gpu_intra) {
-  constexpr int C = kernels::kGlaChunk, c = kernels::kGlaSubChunk;
-  const Eigen::Index tokens = emu.intra.rows(), dv = emu.intra.cols();
-  const std::size_t score_head = std::size_t(h) * std::size_t(tokens) * C, intra_head = std::size_t(h) * std::size_t(tokens * dv);
-  const auto note = [&](const char* stage, Eigen::Index token, Eigen::Index column, float gpu, float expected) {
-    if (row.first_mismatch.empty())
-      row.first_mismatch = fmt::format("{}: head {} token {} column {}: GPU {:a} emulation {:a}", stage, h, token,
-                                       column, gpu, expected);
-  };
-  for (Eigen::Index first = 0; first < tokens; first += C) {
-    std::size_t score_bad = 0, intra_bad = 0;
-    for (Eigen::Index t = first; t < first + C; ++t) {
-      for (int s = 0; s < C; ++s) {
-        const float e = emu.scores(t, s), g = gpu_scores[score_head + std::size_t(t) * C + std::size_t(s)];
-        if (same_bits(e, g)) continue;
-        ++score_bad;
-        ++(s / c == (t - first) / c ? row.diagonal_mismatches : row.strip_mismatches);
-        note(s / c == (t - first) / c ? "P, diagonal block" : "P, strip", t, s, g, e);
-      }
-      for (Eigen::Index y = 0; y < dv; ++y) {
-        const float e = emu.intra(t, y), g = gpu_intra[intra_head + std::size_t(t * dv + y)];
-        if (same_bits(e, g)) continue;
-        ++intra_bad;
-        note(score_bad ? "intra" : "intra (P equal so far)", t, y, g, e);
-      }
-    }
-    row.score_mismatches += score_bad;
-    row.intra_mismatches += intra_bad;
-    if (!score_bad) row.pv_only_mismatches += intra_bad;
-    row.checked += std::size_t(C) * std::size_t(C + dv);
-    ++row.chunks_checked;
-    if (score_bad || intra_bad) ++row.chunks_mismatching;
-  }
-}
 
 // The first mismatching chunks of head h as .npy files under OUT/failing/ (at most keep per row).
 void keep_failing(Row& row, int h, int keep, const std::string& out, const MatrixF& q, const MatrixF& k,
@@ -142,10 +100,7 @@ void keep_failing(Row& row, int h, int keep, const std::string& out, const Matri
   for (Eigen::Index first = 0; first < tokens && row.chunks_kept < std::size_t(keep); first += C) {
     const float* gs = gpu_scores.data() + (std::size_t(h) * std::size_t(tokens) + std::size_t(first)) * C;
     const float* gi = gpu_intra.data() + (std::size_t(h) * std::size_t(tokens) + std::size_t(first)) * std::size_t(dv);
-    bool bad = false;
-    for (Eigen::Index i = 0; i < C * C && !bad; ++i) bad = !same_bits(gs[i], emu.scores(first + i / C, i % C));
-    for (Eigen::Index i = 0; i < C * dv && !bad; ++i) bad = !same_bits(gi[i], emu.intra(first + i / dv, i % dv));
-    if (!bad) continue;
+    if (!verification::gla_chunk_differs(emu, first, gs, gi)) continue;
     std::filesystem::create_directories(dir);
     const std::string stem = fmt::format("{}/{}x{}-{}-head{}-token{}-", dir, q.cols(), dv, row.kernel, h, first);
     const auto rows_of = [&](const MatrixF& m, const char* name) {
@@ -231,7 +186,7 @@ int main(int argc, char** argv) {
         for (int h = 0; h < check_heads; ++h) {
           const linear::IntraResult emu = linear::intra_chunk(pipeline, qk.q[std::size_t(h)], qk.k[std::size_t(h)],
                                                               vdata.v[std::size_t(h)], log_alpha[std::size_t(h)]);
-          compare_head(row, h, emu, gpu_scores, gpu_intra);
+          verification::compare_gla_head(row, h, emu, gpu_scores, gpu_intra);
           if (row.chunks_kept < std::size_t(keep))
             keep_failing(row, h, keep, out, qk.q[std::size_t(h)], qk.k[std::size_t(h)], vdata.v[std::size_t(h)],
                          log_alpha[std::size_t(h)], emu, gpu_scores, gpu_intra);

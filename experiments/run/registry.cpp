@@ -10,6 +10,10 @@ const std::vector<Experiment>& experiment_registry() {
   static const std::vector<Experiment> list{
       {"granularity", "INT4 Q, K per token / thread / block / tensor, with P, V in FP16 and in FP8 (SageAttention2 Tables 3, 15)",
        &run_granularity},
+      {"granularity-qk",
+       "the same and the smoothing methods with QK^T alone quantized, P, V float64, on the synthetic generator's knobs "
+       "(SageAttention2 Tables 3, 9; results/granularity)",
+       &run_granularity_qk, false},
       {"smoothing", "none, Hadamard, SmoothAttn, smooth K, smooth Q, smooth Q+K at per-thread INT4 (SageAttention2 Tables 9, 17)",
        &run_smoothing},
       {"pv-format", "P and V in INT8, E5M2, E4M3, FP16 behind INT4 Q, K (SageAttention2 Tables 6, 16)", &run_pv_format},

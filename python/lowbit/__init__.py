@@ -377,7 +377,8 @@ def run(name, q=None, k=None, v=None, *, out=None, causal=False, threads=0, **op
     stderr, as from the program).
     """
     folder = pathlib.Path(out) if out is not None else pathlib.Path(tempfile.mkdtemp(prefix=f"lowbit-run-{name}-"))
-    args = ["--out", str(folder), "--threads", str(int(threads))]
+    # --threads only when given: 0 is every experiment's default, and granularity-qk has no such option.
+    args = ["--out", str(folder)] + (["--threads", str(int(threads))] if threads else [])
     given = [t is not None for t in (q, k, v)]
     if any(given):
         if not all(given):

@@ -36,7 +36,8 @@
 #include "numerics/npy.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/synthetic.hpp"
-#include "tests/attention_gpu/sage2_emulated.hpp"
+#include "verification/bit_compare.hpp"
+#include "verification/sage2_emulated.hpp"
 
 namespace {
 
@@ -204,34 +205,20 @@ Inputs make_inputs(const Config& c) {
   return in;
 }
 
-template <class T>
-std::uint32_t bits(T x) {
-  if constexpr (sizeof(T) == 4) return std::bit_cast<std::uint32_t>(x);
-  else if constexpr (sizeof(T) == 2) return std::bit_cast<std::uint16_t>(x);
-  else return std::bit_cast<std::uint8_t>(x);
+using lowbit::verification::bits;
+using lowbit::verification::BitComparison;
+using lowbit::verification::compare_bits;
+
+// A comparison's first differences, and the comparison, as summary.json records them.
+nlohmann::ordered_json first_json(const BitComparison& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::array();
+  for (const auto& d : c.first) j.push_back({{"index", d.index}, {"gpu", d.kernel}, {"emulated", d.emulated}});
+  return j;
 }
 
-struct Comparison {
-  std::uint64_t compared = 0, mismatches = 0;
-  nlohmann::ordered_json first = nlohmann::ordered_json::array();  // the first few differences
-};
-
-template <class T>
-Comparison compare(const std::vector<T>& gpu, const std::vector<T>& emulated) {
-  Comparison c;
-  if (gpu.size() != emulated.size()) throw std::logic_error("compare: sizes differ");
-  c.compared = gpu.size();
-  for (std::size_t i = 0; i < gpu.size(); ++i)
-    if (bits(gpu[i]) != bits(emulated[i])) {
-      if (c.mismatches++ < 5)
-        c.first.push_back({{"index", i}, {"gpu", bits(gpu[i])}, {"emulated", bits(emulated[i])}});
-    }
-  return c;
-}
-
-nlohmann::ordered_json to_json(const Comparison& c) {
+nlohmann::ordered_json to_json(const BitComparison& c) {
   nlohmann::ordered_json j{{"compared", c.compared}, {"mismatches", c.mismatches}};
-  if (c.mismatches) j["first"] = c.first;
+  if (c.mismatches) j["first"] = first_json(c);
   return j;
 }
 
@@ -314,7 +301,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
   std::vector<int> rows;
   for (int qb : blocks)
     for (int t = qb * block_q; t < std::min(n, (qb + 1) * block_q); ++t) rows.push_back(t);
-  const auto m = lowbit::test::emulate_sage2_rows(one, hq, hk, hv, rows);
+  const auto m = lowbit::verification::emulate_sage2_rows(one, hq, hk, hv, rows);
   std::uint64_t compared = 0, mismatches = 0, lse_compared = 0, lse_mismatches = 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     const std::size_t t = std::size_t(rows[r]);
@@ -368,7 +355,7 @@ int run(const Args& args) {
                   " pipeline, bit for bit: output codes, LSE, quantized Q/K/V";
     doc["reference"] = "attention::forward(preset(\"" + std::string(sage2_8b_preset(args.exp2)) +
                        "\", d)), output in the inputs' format "
-                       "(tests/attention_gpu/sage2_emulated.cpp lays it out as the kernels' buffers)";
+                       "(verification/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
                      (args.only.empty() ? "" : " --only " + args.only) +
                      " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2));
@@ -414,23 +401,23 @@ int run(const Args& args) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto g = lowbit::kernels::attention::sage2_attention_host(p, in.q, in.k, in.v, true);
     const auto t1 = std::chrono::steady_clock::now();
-    const auto m = lowbit::test::emulate_sage2(p, in.q, in.k, in.v);
+    const auto m = lowbit::verification::emulate_sage2(p, in.q, in.k, in.v);
     const auto t2 = std::chrono::steady_clock::now();
-    const Comparison out_cmp = compare(g.out, m.out), lse_cmp = compare(g.lse, m.lse);
+    const BitComparison out_cmp = compare_bits(g.out, m.out), lse_cmp = compare_bits(g.lse, m.lse);
     nlohmann::ordered_json quantized;
     std::uint64_t quant_mismatches = 0;
-    const auto add = [&](const char* what, const Comparison& cmp) {
+    const auto add = [&](const char* what, const BitComparison& cmp) {
       quantized[what] = to_json(cmp);
       quant_mismatches += cmp.mismatches;
     };
-    add("q_codes", compare(g.quantized.q_codes, m.quantized.q_codes));
-    add("q_scales", compare(g.quantized.q_scales, m.quantized.q_scales));
-    add("q_bias", compare(g.quantized.q_bias, m.quantized.q_bias));
-    add("k_mean", compare(g.quantized.k_mean, m.quantized.k_mean));
-    add("k_codes", compare(g.quantized.k_codes, m.quantized.k_codes));
-    add("k_scales", compare(g.quantized.k_scales, m.quantized.k_scales));
-    add("v_codes", compare(g.quantized.v_codes, m.quantized.v_codes));
-    add("v_scales", compare(g.quantized.v_scales, m.quantized.v_scales));
+    add("q_codes", compare_bits(g.quantized.q_codes, m.quantized.q_codes));
+    add("q_scales", compare_bits(g.quantized.q_scales, m.quantized.q_scales));
+    add("q_bias", compare_bits(g.quantized.q_bias, m.quantized.q_bias));
+    add("k_mean", compare_bits(g.quantized.k_mean, m.quantized.k_mean));
+    add("k_codes", compare_bits(g.quantized.k_codes, m.quantized.k_codes));
+    add("k_scales", compare_bits(g.quantized.k_scales, m.quantized.k_scales));
+    add("v_codes", compare_bits(g.quantized.v_codes, m.quantized.v_codes));
+    add("v_scales", compare_bits(g.quantized.v_scales, m.quantized.v_scales));
     const std::uint64_t mismatches = out_cmp.mismatches + lse_cmp.mismatches + quant_mismatches;
     total_mismatches += mismatches;
     const double gpu_s = std::chrono::duration<double>(t1 - t0).count(), emulated_s = std::chrono::duration<double>(t2 - t1).count();
@@ -457,8 +444,8 @@ int run(const Args& args) {
                              {"quantized", quantized},
                              {"output_fnv1a", hex64(fnv1a(g.out.data(), g.out.size() * 2))},
                              {"lse_fnv1a", hex64(fnv1a(g.lse.data(), g.lse.size() * 4))}};
-    if (out_cmp.mismatches) e["first_output_mismatches"] = out_cmp.first;
-    if (lse_cmp.mismatches) e["first_lse_mismatches"] = lse_cmp.first;
+    if (out_cmp.mismatches) e["first_output_mismatches"] = first_json(out_cmp);
+    if (lse_cmp.mismatches) e["first_lse_mismatches"] = first_json(lse_cmp);
     entries.push_back(e);
     write_summary();
     const bool keep_failing = mismatches && p.elements(p.heads_q) <= (std::size_t{1} << 22);

@@ -15,7 +15,7 @@
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
 #include "numerics/synthetic.hpp"
-#include "tests/attention_gpu/sage2_emulated.hpp"
+#include "verification/sage2_emulated.hpp"
 
 using namespace lowbit;
 using kernels::attention::DType;
@@ -156,7 +156,7 @@ TEST_CASE("sage2 emulated, in the kernels' layout: close to float64 attention, c
     for (int h = 0; h < 2; ++h) put(q, data.q[std::size_t(h)], h, 2);
     put(k, data.k[0], 0, 1);
     put(v, data.v[0], 0, 1);
-    const auto result = test::emulate_sage2(p, q, k, v);
+    const auto result = verification::emulate_sage2(p, q, k, v);
     for (int h = 0; h < 2; ++h) {
       const auto decoded = [&](const std::vector<std::uint16_t>& x, int head, int heads) {
         MatrixD m(p.tokens, p.head_dim);

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Regenerates a slice of the committed granularity results and compares it with them.
 
-usage: granularity_slice.py EXP_GRANULARITY COMMITTED_DIR OUT_DIR [--heads N]
+usage: granularity_slice.py LOWBIT COMMITTED_DIR OUT_DIR [--heads N]
 
 Reads the configuration of the recorded run from COMMITTED_DIR/granularity.json and runs
-EXP_GRANULARITY with it, but for the first N heads only (default 1), writing to OUT_DIR. The
-synthetic generator seeds every head on its own (numerics/synthetic.cpp), so head h of the short
+`LOWBIT run granularity-qk` with it, but for the first N heads only (default 1), writing to
+OUT_DIR. The synthetic generator seeds every head on its own (numerics/synthetic.cpp), so head h of the short
 run is head h of the recorded one; the regenerated granularity.json must show the recorded
 configuration in every field but the head count, or the slice is not faithful. Then every value
 of every regenerated row of granularity.csv must equal, as printed, the committed row of the
@@ -22,7 +22,7 @@ import os
 import subprocess
 import sys
 
-# Fields of the configuration that are not options: what exp_granularity always does.
+# Fields of the configuration that are not options: what granularity-qk always does.
 FIXED = ("rounding", "p_and_v", "reference")
 # Fields of the configuration that repeat the synthetic generator's.
 DERIVED = ("heads", "tokens", "dim")
@@ -39,7 +39,7 @@ def flag(name):
 
 
 def options_of(config, heads):
-    """The exp_granularity options that reproduce `config` for the first `heads` heads."""
+    """The granularity-qk options that reproduce `config` for the first `heads` heads."""
     if "data" in config:
         fail("the recorded run read .npy files (config 'data'); only synthetic runs are regenerated")
     options = []
@@ -98,7 +98,7 @@ def differences(committed, regenerated, columns):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("exp", help="the exp_granularity binary")
+    parser.add_argument("lowbit", help="the lowbit program")
     parser.add_argument("committed", help="the committed results folder (results/granularity)")
     parser.add_argument("out", help="where the regenerated slice goes")
     parser.add_argument("--heads", type=int, default=1, help="how many heads, from head 0")
@@ -113,11 +113,11 @@ def main():
     if not 1 <= args.heads <= recorded["synthetic"]["heads"]:
         fail(f"--heads {args.heads}: the recorded run has {recorded['synthetic']['heads']} heads")
 
-    command = [args.exp] + options_of(recorded, args.heads) + ["--out", args.out]
+    command = [args.lowbit, "run", "granularity-qk"] + options_of(recorded, args.heads) + ["--out", args.out]
     print(" ".join(command), flush=True)
     run = subprocess.run(command, capture_output=True, text=True)
     if run.returncode != 0:
-        fail(f"exp_granularity failed (exit {run.returncode}):\n{run.stderr.strip()}", 1)
+        fail(f"lowbit run granularity-qk failed (exit {run.returncode}):\n{run.stderr.strip()}", 1)
 
     with open(os.path.join(args.out, "granularity.json")) as f:
         regenerated = json.load(f)["config"]

@@ -1,6 +1,5 @@
 // The experiment programs as a user runs them: bad input is named and the exit status says so.
-// The programs' paths come from the build (LOWBIT_EXP_GRANULARITY, LOWBIT_BENCH_QUANTIZE,
-// LOWBIT_CHANNEL_STATS).
+// The programs' paths come from the build (LOWBIT_CLI, LOWBIT_BENCH_QUANTIZE, LOWBIT_CHANNEL_STATS).
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -37,12 +36,12 @@ void write_tensor(const std::filesystem::path& path, const MatrixF& x) {
             std::span<const float>(x.data(), std::size_t(x.size())));
 }
 
-const std::string kExp = LOWBIT_EXP_GRANULARITY;
+const std::string kExp = std::string(LOWBIT_CLI) + " run granularity-qk";
 const std::string kChannelStats = LOWBIT_CHANNEL_STATS;
 
 }  // namespace
 
-TEST_CASE("exp_granularity --data: a NaN in a file is named with the file, count and index", "[cli]") {
+TEST_CASE("lowbit run granularity-qk --data: a NaN in a file is named with the file, count and index", "[cli]") {
   const auto dir = scratch("nan");
   MatrixF q = test::normal_tensor(256, 64, 1);
   q(130, 5) = std::numeric_limits<float>::quiet_NaN();
@@ -53,13 +52,13 @@ TEST_CASE("exp_granularity --data: a NaN in a file is named with the file, count
                     (dir / "v.npy").string() + " --out " + (dir / "out").string());
   INFO(r.output);
   CHECK(r.status == 1);
-  CHECK_THAT(r.output, Catch::Contains("exp_granularity: error: " + (dir / "q.npy").string() +
+  CHECK_THAT(r.output, Catch::Contains("lowbit run granularity-qk: error: " + (dir / "q.npy").string() +
                                        " head 0: 1 non-finite value (1 NaN, 0 Inf), the first at [130, 5] (NaN)"));
   CHECK_FALSE(std::filesystem::exists(dir / "out" / "granularity.csv"));
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("exp_granularity: --element must be what --instruction multiplies", "[cli]") {
+TEST_CASE("lowbit run granularity-qk: --element must be what --instruction multiplies", "[cli]") {
   const auto dir = scratch("element");
   const Run r = run(kExp + " --instruction mma.m16n8k64.s4 --element int8 --heads 1 --tokens 128 --dim 64 --out " +
                     (dir / "out").string());
@@ -70,7 +69,7 @@ TEST_CASE("exp_granularity: --element must be what --instruction multiplies", "[
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("exp_granularity --dim 96: HadmdAttn is skipped with a note, the rest runs", "[cli]") {
+TEST_CASE("lowbit run granularity-qk --dim 96: HadmdAttn is skipped with a note, the rest runs", "[cli]") {
   const auto dir = scratch("dim96");
   const Run r = run(kExp + " --dim 96 --heads 1 --tokens 256 --tables methods --out " + (dir / "out").string());
   INFO(r.output);

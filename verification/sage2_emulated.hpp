@@ -10,7 +10,7 @@
 
 #include "kernels/attention/sage2_attention.hpp"
 
-namespace lowbit::test {
+namespace lowbit::verification {
 
 struct Sage2Emulated {
   std::vector<std::uint16_t> out;                    // the problem's layout and dtype
@@ -34,4 +34,4 @@ Sage2EmulatedRows emulate_sage2_rows(const kernels::attention::Sage2Problem& one
                                      std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
                                      std::span<const int> rows);
 
-}  // namespace lowbit::test
+}  // namespace lowbit::verification

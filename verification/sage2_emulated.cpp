@@ -1,4 +1,4 @@
-#include "tests/attention_gpu/sage2_emulated.hpp"
+#include "verification/sage2_emulated.hpp"
 
 #include <stdexcept>
 
@@ -8,7 +8,7 @@
 #include "kernels/sm90/fragment.hpp"
 #include "numerics/tensor.hpp"
 
-namespace lowbit::test {
+namespace lowbit::verification {
 namespace {
 
 namespace steps = lowbit::attention::steps;
@@ -137,4 +137,4 @@ Sage2EmulatedRows emulate_sage2_rows(const Sage2Problem& p, std::span<const std:
   return e;
 }
 
-}  // namespace lowbit::test
+}  // namespace lowbit::verification

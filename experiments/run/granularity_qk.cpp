@@ -1,7 +1,11 @@
-// Reproduces the shape of SageAttention2's Table 3 (INT4 Q, K at per-token / per-thread /
-// per-block / per-tensor granularity, P and V in full precision, metrics of the attention
-// output against float64) with and without Q+K smoothing, and of its Table 9 (smoothing
-// methods at per-thread granularity), on the embedded synthetic data or on .npy tensors.
+// lowbit run granularity-qk: the shape of SageAttention2's Table 3 (INT4 Q, K at per-token /
+// per-thread / per-block / per-tensor granularity, metrics of the attention output against
+// float64) with and without Q+K smoothing, and of its Table 9 (smoothing methods at per-thread
+// granularity), with QK^T alone quantized (P and V in float64: quantized_qk_attention), on the
+// synthetic generator (every parameter an option) or on .npy tensors. `lowbit run granularity`
+// measures the same granularities through the whole sage2-4b pipeline; this one isolates Q's and
+// K's groups. Its files are its own (granularity.csv, summary.csv, granularity.json, table.md),
+// so `lowbit run all` leaves it out; plots/plot_granularity.py draws them.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -12,17 +16,18 @@
 #include <nlohmann/json.hpp>
 
 #include "emulation/attention/qk_attention.hpp"
+#include "experiments/common/results.hpp"
+#include "experiments/run/registry.hpp"
 #include "numerics/attention.hpp"
 #include "numerics/metrics.hpp"
 #include "numerics/provenance.hpp"
-#include "experiments/common/results.hpp"
 #include "numerics/synthetic.hpp"
 
-using namespace lowbit;
+namespace lowbit::experiments {
+namespace {
+
 using namespace lowbit::quant;
 using namespace lowbit::attention;
-
-namespace {
 
 // The tables, by the key --tables selects them with.
 struct Table {
@@ -129,9 +134,10 @@ Summary summarize(const std::vector<Row>& rows, const std::string& table, const 
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  CLI::App app{"exp_granularity: SageAttention2 Table 3 (granularity) and Table 9 (smoothing) on synthetic or .npy data"};
-  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR "/granularity", instruction = "mma.m16n8k64.s4", element_name;
+int run_granularity_qk(int argc, char** argv) {
+  CLI::App app{"lowbit run granularity-qk: SageAttention2 Table 3 (granularity) and Table 9 (smoothing) with QK^T alone "
+               "quantized, on synthetic or .npy data"};
+  std::string out_dir = LOWBIT_DEFAULT_RESULTS_DIR "/granularity-qk", instruction = "mma.m16n8k64.s4", element_name;
   std::vector<std::string> table_keys;
   for (const Table& t : kTables) table_keys.emplace_back(t.key);
   std::vector<std::string> data;
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
       if (m.config.baseline == QkBaseline::hadamard && (dim & (dim - 1)) != 0)
         m.skipped =
             "the random Hadamard rotation needs a power-of-two head dimension (d = " + std::to_string(dim) + ")";
-      if (!m.skipped.empty()) std::cerr << "exp_granularity: note: " << m.name << " skipped: " << m.skipped << "\n";
+      if (!m.skipped.empty()) std::cerr << "lowbit run granularity-qk: note: " << m.name << " skipped: " << m.skipped << "\n";
     }
 
     // The inputs are read: from here on the results folder is written (an unwritable one fails now).
@@ -335,8 +341,10 @@ int main(int argc, char** argv) {
     std::cout << markdown;
     std::cout << "\nwrote " << out_dir << "/{granularity.csv, summary.csv, granularity.json, table.md, provenance.json}\n";
   } catch (const std::exception& e) {
-    std::cerr << "exp_granularity: error: " << e.what() << "\n";
+    std::cerr << "lowbit run granularity-qk: error: " << e.what() << "\n";
     return 1;
   }
   return 0;
 }
+
+}  // namespace lowbit::experiments
