@@ -217,7 +217,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step;
     const int first_key = kb * bkv;
     if (kb < kv_begin || kb >= kv_end) continue;  // another split's
-    if (first_key >= sh.keys || (cx.causal && first_key > last_row)) continue;  // every key masked
+    if (first_key >= sh.keys || (cx.causal && first_key > last_row + cx.causal_offset)) continue;  // every key masked
     macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
     // 1. S = Q K^T, dequantized into log2 units (fused: the accumulators and their scales).
@@ -264,7 +264,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < bkv; ++c) {
         const int key = first_key + c;
-        if (key >= sh.keys || (cx.causal && key > first_row + r)) s(r, c) = kNegInf;
+        if (key >= sh.keys || (cx.causal && key > first_row + r + cx.causal_offset)) s(r, c) = kNegInf;
       }
 
     // 2-6. Online softmax, row by row.
@@ -462,7 +462,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
     const int splits = flash2::split_count(q.batch, q.heads, k.heads, q.tokens, k.tokens, q.dim, pl.tiling.sms);
     if (splits > 1) return flash2::split_forward(pl, q, k, v, options, splits);
   }
-  Context cx{pl, {}, options.causal,
+  Context cx{pl, {}, options.causal, pl.causal_align == CausalAlign::bottom_right ? k.tokens - q.tokens : 0,
              flash2 ? flash2::softmax_scale_log2(q.dim) : steps::softmax_scale_log2(q.dim), flash2::softmax_scale(q.dim),
              options.kv_block_begin, options.kv_block_end,
              pl.qk.on_values(), false, pl.pv.on_values(),

@@ -55,6 +55,7 @@ struct Context {
   const Pipeline& pipeline;
   Shape shape;
   bool causal;
+  int causal_offset;  // a row's last visible key minus the row (CausalAlign)
   float softmax_scale_log2;
   float softmax_scale;  // flash2's LSE: 1 / sqrt(d) as a float
   int kv_block_begin, kv_block_end;  // ForwardOptions'

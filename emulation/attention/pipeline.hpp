@@ -191,6 +191,11 @@ struct ExponentialStage {
 // math, P offset by 2^(p's log2) before its cast, and the kernel's descales).
 enum class Softmax : std::uint8_t { contract, flash2, flash3 };
 
+// A causal mask with fewer queries than keys (or more): key j is visible to query i when j <= i
+// (top-left: PyTorch's is_causal) or j <= i + keys - queries (bottom-right: FlashAttention-2 and 3's
+// causal=True, the queries being the last of the keys' sequence). The same where they are as many.
+enum class CausalAlign : std::uint8_t { top_left, bottom_right };
+
 // softmax flash3: the kernel's q_descale, k_descale, v_descale (FlashAttention-3 FP8), multiplied into
 // the operands' own per-tensor scales (1 for E4M3 values with amax 448).
 struct DescaleStage {
@@ -226,6 +231,7 @@ struct Pipeline {
   ExponentialStage exponential;
   Softmax softmax = Softmax::contract;
   DescaleStage descale;
+  CausalAlign causal_align = CausalAlign::top_left;
   Format output = formats::fp16;
   bool kernel_output = false;  // a released kernel's preset: the output format is the kernel's, whatever the inputs' are  // the format the output is rounded to (to nearest even)
 

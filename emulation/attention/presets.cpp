@@ -235,8 +235,7 @@ Pipeline fa3(bool fp8, int head_dim) {
       "Tiles " + (head_dim == 128 ? "128 x " : "192 x ") +
       (fp8 ? (head_dim == 128 ? "224" : "160") : (head_dim == 128 ? "176 (128 causal)" : "192 (128 causal)")) +
       ", KV blocks last to first, O rescaled in place. Checked on an H100 (verification/captures/" + name +
-      "). Causal: top-left as PyTorch's is_causal; FlashAttention-3 aligns bottom-right, the same where queries and "
-      "keys are as many";
+      "). Causal: aligned bottom-right, as FlashAttention-3's causal=True (the queries the last of the keys' sequence)";
   p.arch = "sm_90";
   const int block_q = head_dim == 128 ? 128 : 192;
   if (fp8) {
@@ -253,6 +252,7 @@ Pipeline fa3(bool fp8, int head_dim) {
   }
   p.accumulation = {Accumulation::in_place, 0};
   p.softmax = Softmax::flash3;
+  p.causal_align = CausalAlign::bottom_right;
   p.output = formats::bf16;
   p.kernel_output = true;
   return p;

@@ -182,6 +182,9 @@ const std::vector<StageInfo>& stage_list() {
       {"warps", "N", "warps computing S (per-thread / per-warp groups)"},
       {"sms", "N", "softmax flash2: the GPU's multiprocessors, from which PyTorch picks its split-KV path (0: never)"},
       {"kv-order", "ascending|descending", "order of the KV blocks"},
+      {"causal-align", "top-left|bottom-right",
+       "a causal mask where queries and keys differ in number: key j visible to query i when j <= i (top-left, PyTorch's "
+       "is_causal) or j <= i + keys - queries (bottom-right, FlashAttention's causal=True)"},
       {"q", "FORMAT:GRANULARITY[:TARGET]",
        "Q's format and scale groups (none|per-tensor|per-block|per-warp|per-thread|per-token|nvfp4|mx); TARGET: the code "
        "amax maps to"},
@@ -251,6 +254,10 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     return integer(pl.tiling.sms, 0);
   } else if (key == "key-mean-chunk") {
     return integer(pl.smoothing.key_mean_chunk, 0);
+  } else if (key == "causal-align") {
+    if (value == "top-left") pl.causal_align = CausalAlign::top_left;
+    else if (value == "bottom-right") pl.causal_align = CausalAlign::bottom_right;
+    else return error("not top-left or bottom-right");
   } else if (key == "kv-order") {
     if (value == "ascending") pl.tiling.kv_order = KvOrder::ascending;
     else if (value == "descending") pl.tiling.kv_order = KvOrder::descending;
@@ -348,6 +355,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"warps", std::to_string(pl.tiling.warps)},
       {"sms", std::to_string(pl.tiling.sms)},
       {"kv-order", pl.tiling.kv_order == KvOrder::ascending ? "ascending" : "descending"},
+      {"causal-align", pl.causal_align == CausalAlign::top_left ? "top-left" : "bottom-right"},
       {"q", pl.q.text()},
       {"k", pl.k.text()},
       {"v", pl.v.text()},

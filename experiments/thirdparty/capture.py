@@ -100,29 +100,37 @@ def drawn_inputs(entry):
     """(q, k, v) of a drawn configuration (its record's shape, format, distribution and seed), and the
     record with their sha256."""
     b, h, hk, n, d = (entry[key] for key in ("batch", "heads", "kv_heads", "tokens", "dim"))
+    keys = entry.get("keys", n)
     rng = np.random.default_rng(entry["seed"])
     outliers = rng.choice(d, size=4, replace=False)
     q = round_to(make_tensor(rng, (b, h, n, d), entry["distribution"], None), entry["format"])
-    k = round_to(make_tensor(rng, (b, hk, n, d), entry["distribution"], outliers), entry["format"])
-    v = round_to(make_tensor(rng, (b, hk, n, d), entry["distribution"], None), entry["format"])
+    k = round_to(make_tensor(rng, (b, hk, keys, d), entry["distribution"], outliers), entry["format"])
+    v = round_to(make_tensor(rng, (b, hk, keys, d), entry["distribution"], None), entry["format"])
     entry = dict(entry, sha256={r: hashlib.sha256(t.tobytes()).hexdigest() for r, t in zip("qkv", (q, k, v))})
     return (q, k, v), entry
 
 
-# Fresh draws (capture.py fresh): shapes beside the set's, with a seed nobody chose.
+# Fresh draws (capture.py fresh): shapes beside the set's, with a seed nobody chose; the last two have
+# fewer queries than keys (a decode step's) and more (their first rows see no key under a causal mask,
+# which FlashAttention aligns bottom-right; PyTorch's flash backend refuses both when causal).
 FRESH = [
-    # name, batch, heads, kv_heads, tokens, dim, causal, format, distribution
+    # name, batch, heads, kv_heads, tokens, dim, causal, format, distribution[, keys]
     ("fresh-d128-gqa-causal", 1, 8, 2, 1000, 128, True, "fp16", "outliers"),
     ("fresh-d64", 2, 4, 4, 777, 64, False, "fp16", "heavy"),
     ("fresh-d128-causal-2048", 1, 16, 16, 2048, 128, True, "fp16", "heavy"),
     ("fresh-d64-gqa-3001", 1, 6, 3, 3001, 64, False, "bf16", "outliers"),
+    ("fresh-d128-gqa-causal-300-of-1500", 1, 8, 2, 300, 128, True, "bf16", "outliers", 1500),
+    ("fresh-d64-causal-600-on-450", 1, 4, 4, 600, 64, True, "fp16", "heavy", 450),
 ]
 
 
 def config_entry(config, seed):
-    name, b, h, hk, n, d, causal, fmt, dist = config
-    return dict(name=name, batch=b, heads=h, kv_heads=hk, tokens=n, dim=d, causal=causal, format=fmt, distribution=dist,
-                seed=seed)
+    name, b, h, hk, n, d, causal, fmt, dist = config[:9]
+    entry = dict(name=name, batch=b, heads=h, kv_heads=hk, tokens=n, dim=d, causal=causal, format=fmt, distribution=dist,
+                 seed=seed)
+    if len(config) > 9:
+        entry["keys"] = config[9]
+    return entry
 
 
 def make_inputs(name):
@@ -279,7 +287,7 @@ def run_fa3(torch, q, k, v, causal, fmt, fp8):
     extra = {}
     if fp8:
         def quantize(t, heads_per_scale):
-            g = t.reshape(b, n, hk, heads_per_scale, d)
+            g = t.reshape(b, t.shape[1], hk, heads_per_scale, d)  # [batch, tokens, heads, dim]: its own tokens
             amax = g.abs().amax(dim=(1, 3, 4)).clamp_min(1e-30)  # [b, hk]
             scale = amax / 448.0
             codes = (g / scale[:, None, :, None, None]).to(torch.float8_e4m3fn).reshape(t.shape)

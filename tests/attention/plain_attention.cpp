@@ -102,6 +102,7 @@ bool plain_supports(const Pipeline& pipeline) { return pipeline.p.scale != PScal
 PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4& k_in, const Tensor4& v_in, bool causal) {
   const int N = q_in.tokens, keys = k_in.tokens, d = q_in.dim, dv = v_in.dim;
   const int bq = pl.tiling.block_q, bkv = pl.tiling.kv_block(causal);
+  const int shift = pl.causal_align == CausalAlign::bottom_right ? k_in.tokens - q_in.tokens : 0;  // the causal diagonal's
   const int group = q_in.heads / k_in.heads;
   const std::optional<mma::Instruction> qk = pl.qk.has_instruction() ? std::optional(pl.qk_instruction()) : std::nullopt;
   const std::optional<mma::Instruction> pv = pl.pv.has_instruction() ? std::optional(pl.pv_instruction(dv)) : std::nullopt;
@@ -182,7 +183,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
           for (int step = 0; step < blocks; ++step) {
             const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : blocks - 1 - step;
             const int first = kb * bkv;
-            if (first >= keys || (causal && first > last_row)) continue;
+            if (first >= keys || (causal && first > last_row + shift)) continue;
             // Scores: acc[j] the accumulator and scale[j] its pair's scale, s[j] the rounded score.
             std::vector<float> s(static_cast<std::size_t>(bkv)), acc(s.size()), scale(s.size());
             if (pl.qk.on_values()) {
@@ -222,7 +223,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                   for (int c = 0; c < d; ++c) delta = st::fma_rn(qbar(qb, c), kx(key, c), delta);
                 s[std::size_t(j)] = st::add_score_correction(s[std::size_t(j)], delta, sm);
               }
-              if (key >= keys || (causal && key > row)) s[std::size_t(j)] = acc[std::size_t(j)] = st::kNegativeInfinity;
+              if (key >= keys || (causal && key > row + shift)) s[std::size_t(j)] = acc[std::size_t(j)] = st::kNegativeInfinity;
             }
             // Online softmax (the maximum of the rounded scores either way; flash2: of the raw ones).
             float m_new = m;

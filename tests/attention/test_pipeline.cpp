@@ -148,6 +148,30 @@ TEST_CASE("FlashAttention-3's presets at d = 128, with the causal tile and desca
   CHECK(preset("fa3-bf16", 64).tiling.kv_block(false) == 192);
 }
 
+TEST_CASE("causal masks aligned bottom-right (FlashAttention-3) with fewer or more queries than keys",
+          "[attention][differential][flash3]") {
+  for (const char* name : {"fa3-fp8", "fa3-bf16"}) {
+    const Pipeline p = preset(name, 64);
+    differential(p, {1, 2, 1, 150, 400, 64}, true, 81);  // decode-like: the queries are the last 150 keys'
+    differential(p, {1, 2, 2, 300, 200, 64}, true, 82);  // more queries: the first 100 rows see no key
+  }
+  // Bottom-right equals top-left where queries and keys are as many, and shifts the mask otherwise.
+  Pipeline top = preset("fa3-bf16", 64);
+  REQUIRE_FALSE(set_stage(top, "causal-align=top-left"));
+  const Tensor4 q = random_tensor(1, 2, 100, 64, 83, 0.5), k = random_tensor(1, 1, 100, 64, 84, 3.0),
+                v = random_tensor(1, 1, 100, 64, 85, 2.0), k2 = random_tensor(1, 1, 180, 64, 86, 3.0),
+                v2 = random_tensor(1, 1, 180, 64, 87, 2.0);
+  CHECK(forward(top, q, k, v, {.causal = true}).output_codes == forward(preset("fa3-bf16", 64), q, k, v, {.causal = true}).output_codes);
+  CHECK(forward(top, q, k2, v2, {.causal = true}).output_codes != forward(preset("fa3-bf16", 64), q, k2, v2, {.causal = true}).output_codes);
+  // A row with no visible key: output 0 and LSE -inf, as the kernel writes it.
+  const ForwardResult r = forward(preset("fa3-bf16", 64), random_tensor(1, 1, 30, 64, 88, 0.5), random_tensor(1, 1, 20, 64, 89, 3.0),
+                                  random_tensor(1, 1, 20, 64, 90, 2.0), {.causal = true});
+  CHECK(r.lse[0] == -INFINITY);
+  CHECK(r.lse[9] == -INFINITY);
+  CHECK(std::isfinite(r.lse[10]));
+  CHECK(std::all_of(r.output.begin(), r.output.begin() + 10 * 64, [](float x) { return x == 0.0f; }));
+}
+
 TEST_CASE("FlashAttention-3's descales per (batch, KV head): applied per head, bad ones named", "[attention][flash3]") {
   Pipeline p = preset("fa3-fp8", 64);
   for (const char* s : {"q=e4m3:none", "k=e4m3:none", "v=e4m3:none"}) REQUIRE_FALSE(set_stage(p, s));
