@@ -141,10 +141,12 @@ std::optional<std::string> TilingStage::validate() const {
   if (block_q < 1 || block_q > quant::kMaxBlockRows)
     return fmt::format("block-q={} lies outside 1..{}", block_q, quant::kMaxBlockRows);
   // Each of the 4 lanes of a row holds 2 of every 8 columns (the MMA accumulator's layout).
-  for (const int n : {block_kv, block_kv_causal})
-    if (n != 0 && (n < 8 || n > 256 || n % 8 != 0))
-      return fmt::format("block-kv={} must be a multiple of 8 in 8..256", n);
-  if (block_kv_causal == 0 && block_kv == 0) return "block-kv must be set";
+  const auto keys_per_block = [](const char* name, int n) -> std::optional<std::string> {
+    if (n < 8 || n > 256 || n % 8 != 0) return fmt::format("{}={} must be a multiple of 8 in 8..256", name, n);
+    return std::nullopt;
+  };
+  if (auto why = keys_per_block("block-kv", block_kv)) return why;
+  if (block_kv_causal != 0) return keys_per_block("block-kv-causal", block_kv_causal);
   if (warps < 1) return fmt::format("warps={} must be >= 1", warps);
   if (sms < 0) return fmt::format("sms={} must be >= 0", sms);
   return std::nullopt;

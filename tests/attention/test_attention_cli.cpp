@@ -128,6 +128,10 @@ TEST_CASE("lowbit attention: bad input is named with its file and problem", "[at
   expect(base + f.args() + " --set exp2=poly7", "stage exp2=poly7: not exact, poly5, poly6 or sm90-ex2");
   expect(base + f.args() + " --set flush=2", "unknown stage 'flush'");
   expect(base + f.args() + " --set block-kv=96", "block-kv=96 must be a power of two");
+  expect(base + f.args() + " --set block-kv-causal=100", "block-kv-causal=100 must be a multiple of 8");
+  expect(base + f.args() + " --set descale=1,2", "stage descale=1,2: not three numbers");
+  expect(base + f.args() + " --set descale=1,0,2", "not a finite positive number");
+  expect(base + f.args() + " --set causal-align=middle", "not top-left or bottom-right");
   expect("--preset sage4 " + f.args(), "unknown preset 'sage4'");
   expect(base + "--q " + f.path("missing.npy") + " --k " + f.k + " --v " + f.v, "missing.npy: cannot open");
   expect(base + "--q " + f.path("x.safetensors") + ":q --k " + f.k + " --v " + f.v, "x.safetensors: cannot open");
