@@ -61,10 +61,15 @@ Format format_of(ElementType t) {
 }
 
 std::string help_footer() {
+  // Columns as wide as the longest name.
+  std::size_t preset_width = 0, stage_width = 0;
+  for (const auto& p : attention::preset_list()) preset_width = std::max(preset_width, p.name.size());
+  for (const auto& st : attention::stage_list()) stage_width = std::max(stage_width, st.name.size());
   std::string s = "\nPresets (each follows a paper's kernel; `--set` changes one stage):\n";
-  for (const auto& p : attention::preset_list()) s += fmt::format("  {:<11} {}\n", p.name, p.summary);
+  for (const auto& p : attention::preset_list()) s += fmt::format("  {:<{}} {}\n", p.name, preset_width, p.summary);
   s += "\nStages (--set STAGE=VALUE, repeatable, applied in order):\n";
-  for (const auto& st : attention::stage_list()) s += fmt::format("  {:<15} {}\n  {:<15}   {}\n", st.name, st.values, "", st.help);
+  for (const auto& st : attention::stage_list())
+    s += fmt::format("  {:<{}} {}\n  {:<{}}   {}\n", st.name, stage_width, st.values, "", stage_width, st.help);
   s += "\nInputs: .npy (float32 '<f4', float16 '<f2', bfloat16 '<V2' as ml_dtypes saves it) or FILE.safetensors:NAME\n"
        "(F32, F16, BF16), each [heads, tokens, dim] or [batch, heads, tokens, dim]; K and V heads divide Q heads (GQA).\n"
        "The output is rounded to the inputs' format (Q's) unless --set output=... says otherwise.\n";
