@@ -47,6 +47,9 @@ def main():
                 if metric == "kl":  # the reference's own KL is 0: no bar on a log axis
                     xs = [x if x > 0 else float("nan") for x in xs]
                 ax.barh(ys, xs, height=width, color=COLORS[t % len(COLORS)], alpha=0.7, label=f"text: {text}")
+                if metric == "perplexity":  # differences of 0.1% do not show as lengths
+                    for x, y in zip(xs, ys):
+                        ax.text(x, y, f" {x:.2f}", va="center", fontsize=5.5)
                 if metric == "perplexity" and (model, text, REFERENCE, metric) in value:
                     ax.axvline(value[(model, text, REFERENCE, metric)], color=COLORS[t % len(COLORS)], ls="--", lw=0.8)
             if metric == "kl":
@@ -54,7 +57,7 @@ def main():
             elif metric == "perplexity":
                 finite = [value[k] for k in value if k[0] == model and k[3] == metric]
                 lo, hi = min(finite), max(finite)
-                ax.set_xlim(lo - (hi - lo) * 0.3 - 0.05 * lo, hi + (hi - lo) * 0.05 + 0.01 * hi)
+                ax.set_xlim(lo - (hi - lo) * 0.3 - 0.05 * lo, hi + (hi - lo) * 0.15 + 0.01 * hi)
             else:
                 finite = [value[k] * factor for k in value if k[0] == model and k[3] == metric]
                 ax.set_xlim(min(finite) - (100 - min(finite)) * 0.1 - 0.1, 100.0)
@@ -67,7 +70,7 @@ def main():
             if j == 1:
                 ax.set_title(f"model: {model}", fontsize=9)
             if i == 0 and j == 0:
-                ax.legend(fontsize=6, loc="lower left")
+                fig.legend(*ax.get_legend_handles_labels(), fontsize=7, loc="upper right", ncol=len(texts))
     fig.suptitle("every layer's attention an emulated pipeline: next-token metrics against the fp32 pipeline",
                  fontsize=11)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))

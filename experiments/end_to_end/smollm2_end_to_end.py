@@ -71,6 +71,7 @@ VARIANTS = {
     "sage1": ("sage1", {}, "SageAttention: INT8 per-block Q, K, smooth K, fp16 P V"),
     "sage2-8b": ("sage2-8b", {}, "SageAttention2-8b on Hopper: INT8 per-thread Q, K, smooth K, FP8 P V"),
     "sage2-4b": ("sage2-4b", {}, "SageAttention2-4b: INT4 per-thread Q, K, smooth Q and K, FP8 P V"),
+    "sage2-4b-no-smooth-q": ("sage2-4b", {"smooth-q": "off"}, "sage2-4b with Q not smoothed (K still smoothed)"),
     "sage2-4b-no-smooth-k": ("sage2-4b", {"smooth-k": "off"}, "sage2-4b with K not smoothed (Q still smoothed)"),
     "sage2-4b-no-smoothing": ("sage2-4b", {"smooth-q": "off", "smooth-k": "off"},
                               "sage2-4b with neither Q nor K smoothed: SageAttention2 Table 1's INT4 row without "
