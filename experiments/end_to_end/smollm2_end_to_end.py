@@ -81,6 +81,7 @@ VARIANTS = {
     "fa3-fp8": ("fa3-fp8", {}, "FlashAttention-3 FP8: per-tensor E4M3 Q, K, V"),
 }
 METRICS = ("perplexity", "argmax_agreement", "kl")
+SE_BLOCK = 32  # positions per block of the tables' standard errors
 
 
 def input_dtype(preset):
@@ -198,12 +199,21 @@ def evaluate_text(model, gguf_sha256, text_name, ids, variants, out, threads):
     return results
 
 
+def paired_standard_error(difference, block=SE_BLOCK):
+    """The standard error of the mean of per-position differences, from the means of blocks of `block` positions
+    (neighbouring positions' errors are correlated; blocks make the estimate less optimistic)."""
+    means = difference[: len(difference) // block * block].reshape(-1, block).mean(axis=1)
+    return float(means.std(ddof=1) / math.sqrt(len(means))) if len(means) > 1 else float("nan")
+
+
 def summary(results):
-    """{variant: {metric: value}} from the per-position results."""
-    reference_argmax = results[REFERENCE]["argmax"]
+    """{variant: {metric: value}} from the per-position results, and for the tables nll_delta_se: the standard
+    error of the mean cross-entropy difference to fp32 (paired, per position)."""
+    reference = results[REFERENCE]
     return {v: {"perplexity": math.exp(float(np.mean(r["nll"]))),
-                "argmax_agreement": float(np.mean(r["argmax"] == reference_argmax)),
-                "kl": float(np.mean(r["kl"]))} for v, r in results.items()}
+                "argmax_agreement": float(np.mean(r["argmax"] == reference["argmax"])),
+                "kl": float(np.mean(r["kl"])),
+                "nll_delta_se": paired_standard_error(r["nll"] - reference["nll"])} for v, r in results.items()}
 
 
 def git_sha():
@@ -242,7 +252,9 @@ def write_outputs(out, provenance, tables, texts):
              "# SmolLM2-135M end to end: every layer's attention an emulated pipeline", "",
              "Next-token metrics over the text's T - 1 positions: perplexity; argmax agreement and mean "
              "KL(p_fp32 || p_variant) (nats) against the model whose 30 attention layers run the fp32 preset. "
-             "`exact`: the float64 model.", ""]
+             "`exact`: the float64 model. vs fp32: the perplexity's change, and in brackets the range of two "
+             f"standard errors of the paired per-position cross-entropy difference (from means over blocks of "
+             f"{SE_BLOCK} positions): a change inside its range is not resolved by this text.", ""]
     for text_name, table in tables.items():
         info = texts[text_name]
         lines += [f"## {text_name}", "", f"`{info['path']}`: the first {info['tokens']} of its {info['text_tokens']} "
@@ -253,9 +265,10 @@ def write_outputs(out, provenance, tables, texts):
         for variant, values in table.items():
             preset, stages, _ = VARIANTS[variant]
             spec = "float64 model" if preset is None else " ".join([f"`{preset}`"] + [f"{k}={v}" for k, v in stages.items()])
-            lines.append(f"| {variant} | {spec} | {values['perplexity']:.4f} | "
-                         f"{100 * (values['perplexity'] / reference - 1):+.2f}% | {100 * values['argmax_agreement']:.2f}% | "
-                         f"{values['kl']:.3g} |")
+            ratio, spread = values["perplexity"] / reference, 2 * values["nll_delta_se"]
+            lines.append(f"| {variant} | {spec} | {values['perplexity']:.4f} | {100 * (ratio - 1):+.2f}% "
+                         f"[{100 * (ratio * math.exp(-spread) - 1):+.2f}, {100 * (ratio * math.exp(spread) - 1):+.2f}] | "
+                         f"{100 * values['argmax_agreement']:.2f}% | {values['kl']:.3g} |")
         lines.append("")
     (out / "table.md").write_text("\n".join(lines))
     (out / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n")
