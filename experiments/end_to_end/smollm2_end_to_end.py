@@ -26,7 +26,8 @@ variant still has to run, the fp32 reference is recomputed first.
 
 Output in OUT (default build/results/end-to-end):
     metrics.csv       model, text, preset, metric, value (preset: the variant's name; after '#' provenance lines)
-    table.md          the same as tables, one per text, with each variant's preset and stages
+    table.md          the same as tables, one per text, with each variant's preset and stages and each perplexity
+                      change's range of two standard errors (paired per-position differences, blocks of 32)
     provenance.json   git SHA, date, machine, command, package versions, GGUF SHA-256, each text's SHA-256 and
                       tokens, each variant's stages and time
     end_to_end.png, .svg   the three metrics per variant (plots/plot_end_to_end.py)
