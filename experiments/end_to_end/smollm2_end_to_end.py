@@ -79,7 +79,9 @@ VARIANTS = {
                               "smoothing"),
     "sage2pp": ("sage2pp", {}, "SageAttention2++: INT8 Q, K, FP8 P V with fp16 accumulators"),
     "sage3": ("sage3", {}, "SageAttention3: NVFP4 Q, K, P (two-level), V"),
-    "fa3-fp8": ("fa3-fp8", {}, "FlashAttention-3 FP8: per-tensor E4M3 Q, K, V"),
+    "fa3-fp8": ("fa3-fp8", {}, "FlashAttention-3's FP8 forward as released (fa3-fwd 0.0.3, bit for bit on an H100): "
+                               "E4M3 Q, K, V at amax / 448 per head"),
+    "fa3-bf16": ("fa3-bf16", {}, "FlashAttention-3's BF16 forward as released (bit for bit on an H100)"),
 }
 METRICS = ("perplexity", "argmax_agreement", "kl")
 SE_BLOCK = 32  # positions per block of the tables' standard errors
@@ -87,7 +89,13 @@ SE_BLOCK = 32  # positions per block of the tables' standard errors
 
 def input_dtype(preset):
     """The dtype Q, K, V are rounded to before the pipeline: its kernel's input."""
-    return np.float32 if preset == "fp32" else np.float16
+    if preset == "fp32":
+        return np.float32
+    if preset.endswith("bf16"):
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.float16
 
 
 class Progress:
