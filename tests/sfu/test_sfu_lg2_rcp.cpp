@@ -47,7 +47,7 @@ TEST_CASE("sm90 lg2: powers of two exact, within 2^-22 of log2 on x >= 1, monoto
   CHECK_THROWS_AS(sfu::sm90_lg2(NAN), std::domain_error);
 }
 
-TEST_CASE("sm90 lg2 on [1/2, 1): within 2^-22 of log2, non-decreasing up to lg2(1) = 0", "[sfu][lg2]") {
+TEST_CASE("sm90 lg2 from 1/2 up to 1: within 2^-22 of log2, non-decreasing up to lg2(1) = 0", "[sfu][lg2]") {
   // Below 1 the unit is not exact at powers of two: the recorded table gives lg2(1/2) = -0x1.fffffcp-1.
   CHECK(sfu::sm90_lg2(0.5f) == -0x1.fffffcp-1f);
   int far = 0, decreasing = 0;
