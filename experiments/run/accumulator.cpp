@@ -80,8 +80,10 @@ int run_accumulator(int argc, char** argv) {
         const auto run = [&](const Variant& v, const Dataset& d) {
           const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
           results.record_pipeline(v.name, p);
-          const Evaluation e = evaluate(p, d, references.of(d), o.threads);
-          results.add(v.name, d, e);
+          const auto r = results.item(d, v.name + " on " + d.name, [&] {
+            return ItemResult{{{v.name, evaluate(p, d, references.of(d), o.threads)}}, {}};
+          });
+          if (!r) return progress.skip();
           progress.step(fmt::format("{} on {}: rel L1 {:.4g}", v.name, d.name, results.summary(v.name, d.name).rel_l1_mean));
         };
         for (const Sweep& s : sweeps)
@@ -109,6 +111,7 @@ int run_accumulator(int argc, char** argv) {
             run({table13_variant(smooth_v), "sage2-4b",
                  {smooth_v ? "smooth-v=on" : "smooth-v=off"}},
                 d);
+        if (results.finish_shard()) return;
 
         std::string headline;
         for (const Sweep& s : sweeps) {

@@ -14,8 +14,22 @@
 //   table.md          the summary as tables, the papers' numbers beside ours where given
 //   provenance.json   git SHA, command, inputs, pipelines (every stage), seeds, machine
 //
-// An experiment: parse its options with add_common_options, load_datasets, then for each
-// variant and dataset run(...) and results.add(...), and results.write().
+// An experiment: parse its options with add_common_options, load_datasets, then run its sweep:
+// each evaluation of a variant on a dataset (or a few made together) is a work item,
+// results.item(...), which adds it to the results; then `if (results.finish_shard()) return;`,
+// then the summaries, headline and results.write().
+//
+// Sweeps that split (--shard I/N, --merge DIR...): every run of the same options enumerates the
+// same items in the same order. A shard runs the items i (0-based) with i % N == I - 1
+// (round-robin: the sweeps nest variants in datasets, so each shard gets a share of every dataset
+// and of every costly variant) and writes their results exactly, with a manifest (shard.json: the
+// experiment, the options, I/N, the git SHA, every item's key), and its items' metrics.csv rows.
+// A merge runs the same experiment with every item read from the shards instead of computed, after
+// checking that they are one sweep (experiment, options, datasets, SHA) and cover every item once:
+// its summaries, tables, headline and plots are then those of one whole run, byte for byte,
+// because the same values are added in the same order. No item's data or seed depends on the
+// shard: the datasets are made from the options alone, and every pipeline's randomness (Hadamard's
+// seed) is its own.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +37,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -79,6 +94,17 @@ Dataset slice(const Dataset& d, int first_query, int queries, int keys);
 
 // ---- options ------------------------------------------------------------------------------------
 
+// --shard I/N: the part I of N of a sweep, 1-based (Slurm's --array=1-N gives
+// $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT).
+struct Shard {
+  int index = 1, count = 1;
+
+  static std::optional<Shard> parse(std::string_view text);  // "I/N"; nullopt unless two integers
+  std::optional<std::string> validate() const;
+  bool owns(std::size_t item) const { return item % std::size_t(count) == std::size_t(index - 1); }
+  std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
 struct CommonOptions {
   std::string out;                      // default LOWBIT_DEFAULT_RESULTS_DIR/NAME
   std::vector<std::string> datasets;    // names from dataset_names()
@@ -89,10 +115,18 @@ struct CommonOptions {
   unsigned threads = 0;
   std::string data_dir;                 // the SmolLM2 sample
   DatasetSizes sizes;
+  std::optional<Shard> shard;           // run this part of the sweep only
+  std::vector<std::string> merge;       // the shards' folders: join them
+  // Every option that decides the results, by name (set by experiment_main; not --out, --shard,
+  // --merge, --threads, nor --data-dir, whose datasets are compared by their records): what the
+  // shards of one sweep share.
+  nlohmann::json sweep = nlohmann::json::object();
+
+  std::optional<std::string> validate() const;
 };
 
 // Registers --out, --datasets, --q/--k/--v, --causal, --dataset-name, --heads, --tokens, --seed,
-// --threads, --data-dir on `app`.
+// --threads, --data-dir, --shard, --merge on `app`.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::string& experiment);
 // The datasets the options name (the user's tensors alone when --q is given). Throws naming the
 // file or the name that is wrong.
@@ -120,6 +154,15 @@ struct Evaluation {
   attention::ForwardResult forward;  // with the quantized operands when asked for
 };
 
+// What one work item of a sweep adds to the results: the evaluations of the variants it runs, in
+// the order added (mostly one; backward's four: O, dQ, dK, dV of one pass), and what the
+// experiment keeps of it beyond the metrics (smoothing: its operands' INT4 code counts), which a
+// shard records with it. The evaluations' quantized operands are not kept.
+struct ItemResult {
+  std::vector<std::pair<std::string, Evaluation>> evaluations;  // variant, evaluation
+  nlohmann::json extra;
+};
+
 // The float64 reference of each dataset, computed once.
 class References {
  public:
@@ -143,6 +186,7 @@ class Progress {
  public:
   Progress(std::string experiment, int steps) : experiment_(std::move(experiment)), steps_(steps) {}
   void step(const std::string& what);
+  void skip() { ++done_; }  // a step another shard runs: counted, not printed
   double cpu_seconds() const;
 
  private:
@@ -154,16 +198,18 @@ class Progress {
 
 class ExperimentResults;
 
-// Every variant on every dataset, in that order, into `results` (pipelines and datasets recorded),
-// with progress; `each` (optional) sees every evaluation. keep_operands: keep the quantized
-// operands in Evaluation::forward.
+// Every variant on every dataset, in that order, each a work item into `results` (pipelines and
+// datasets recorded), with progress. `keep` (optional) sees each evaluation this run computes with
+// its quantized operands and returns what the experiment keeps of them (ItemResult::extra);
+// `each` (optional) sees every item's result this run has (all of them but another shard's).
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants,
                   const std::vector<Dataset>& datasets, ExperimentResults& results, unsigned threads,
-                  bool keep_operands = false,
-                  const std::function<void(const Variant&, const Dataset&, const Evaluation&)>& each = {});
+                  const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep = {},
+                  const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each = {});
 
 // An experiment's program: options (the common ones with these defaults, then the experiment's
-// own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11).
+// own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11,
+// CommonOptions::validate).
 int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
                     const std::vector<std::string>& default_datasets, const DatasetSizes& sizes,
                     const std::function<void(CLI::App&)>& own_options,
@@ -185,6 +231,14 @@ class ExperimentResults {
  public:
   ExperimentResults(std::string experiment, const CommonOptions& options, int argc, char** argv);
 
+  // Work item `key` (unique in the sweep) on dataset d: `compute`d and add()ed when it is this
+  // run's, read from its shard and add()ed when merging, nullopt when another shard runs it. Throws
+  // naming the item when a merge's shards lack it.
+  std::optional<ItemResult> item(const Dataset& d, const std::string& key, const std::function<ItemResult()>& compute);
+  // In a shard run: writes the shard's items (shard.json, metrics.csv) and returns true, and the
+  // experiment stops (its summaries need every item). Otherwise false.
+  bool finish_shard();
+
   void add(const std::string& variant, const Dataset& d, const Evaluation& e);
   void add_metric(const std::string& variant, const std::string& dataset, const std::string& head,
                   const std::string& metric, double value);
@@ -199,10 +253,18 @@ class ExperimentResults {
 
   ResultDirectory& directory() { return out_; }
   // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json; prints the
-  // tables to stdout. `extra_tables` (markdown) go before the notes.
+  // tables to stdout. `extra_tables` (markdown) go before the notes. When merging, first checks
+  // that the shards held no item this sweep lacks.
   void write(const std::string& title, const std::string& extra_tables = "");
 
  private:
+  struct ShardRecord {
+    std::string dir;
+    nlohmann::json manifest;
+  };
+  void load_shards(const CommonOptions& options);
+  std::string metrics_csv() const;
+
   struct Row {
     std::string variant, dataset, head, metric;
     double value;
@@ -217,6 +279,13 @@ class ExperimentResults {
   std::map<std::string, std::string> descriptions_;
   std::string notes_, intro_;
   std::vector<std::string> table_variants_;
+  // Sharding: this run's part (shard run), or the shards read (merge); the sweep's items so far.
+  std::optional<Shard> shard_;
+  nlohmann::json sweep_;
+  std::vector<std::string> args_;    // the command's arguments, which lowbit run-merge runs again
+  std::vector<ShardRecord> shards_;  // by index - 1
+  std::vector<std::string> items_;
+  nlohmann::json records_ = nlohmann::json::array();  // a shard's items' results
 };
 
 std::string percent(double cosine, int decimals = 2);

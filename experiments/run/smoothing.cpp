@@ -59,24 +59,33 @@ int run_smoothing(int argc, char** argv) {
         const std::string none = "None", both = "Smooth Q+K (SageAttn2-4b)";
         std::map<std::string, std::pair<int, double>> worst_head;  // dataset -> (head, None's cosine)
         std::string codes = "variant,dataset,tensor,code,count\n";
-        run_variants(name, variants, datasets, results, o.threads, true,
-                     [&](const Variant& v, const Dataset& d, const Evaluation& e) {
-                       if (v.name == none)
-                         for (std::size_t h = 0; h < e.heads.size(); ++h)
-                           if (!worst_head.count(d.name) || e.heads[h].metrics.cosine < worst_head[d.name].second)
-                             worst_head[d.name] = {int(h), e.heads[h].metrics.cosine};
-                       if (v.name != none && v.name != both) return;
-                       // INT4 codes of Q and K over every head (padding left out).
-                       for (const auto& [tensor, heads] : {std::pair{"Q", &e.forward.q}, std::pair{"K", &e.forward.k}}) {
-                         std::map<int, std::uint64_t> count;
-                         for (const attention::QuantizedHead& qh : *heads)
-                           for (int r = 0; r < qh.tensor.rows; ++r)
-                             for (int c = 0; c < qh.tensor.cols; ++c)
-                               ++count[int(decode(qh.tensor.spec.element, qh.tensor.codes(r, c)))];
-                         for (const auto& [code, n] : count)
-                           codes += fmt::format("{},{},{},{},{}\n", csv_field(v.name), csv_field(d.name), tensor, code, n);
-                       }
-                     });
+        run_variants(
+            name, variants, datasets, results, o.threads,
+            [&](const Variant& v, const Dataset&, const Evaluation& e) {
+              // INT4 codes of Q and K over every head (padding left out): [{tensor, [[code, count], ...]}, ...].
+              nlohmann::json kept = nlohmann::json::array();
+              if (v.name != none && v.name != both) return kept;
+              for (const auto& [tensor, heads] : {std::pair{"Q", &e.forward.q}, std::pair{"K", &e.forward.k}}) {
+                std::map<int, std::uint64_t> count;
+                for (const attention::QuantizedHead& qh : *heads)
+                  for (int r = 0; r < qh.tensor.rows; ++r)
+                    for (int c = 0; c < qh.tensor.cols; ++c) ++count[int(decode(qh.tensor.spec.element, qh.tensor.codes(r, c)))];
+                kept.push_back({{"tensor", tensor}, {"counts", count}});
+              }
+              return kept;
+            },
+            [&](const Variant& v, const Dataset& d, const ItemResult& r) {
+              const Evaluation& e = r.evaluations.front().second;
+              if (v.name == none)
+                for (std::size_t h = 0; h < e.heads.size(); ++h)
+                  if (!worst_head.count(d.name) || e.heads[h].metrics.cosine < worst_head[d.name].second)
+                    worst_head[d.name] = {int(h), e.heads[h].metrics.cosine};
+              for (const auto& t : r.extra)
+                for (const auto& [code, n] : t.at("counts").get<std::map<int, std::uint64_t>>())
+                  codes += fmt::format("{},{},{},{},{}\n", csv_field(v.name), csv_field(d.name), t.at("tensor").get<std::string>(),
+                                       code, n);
+            });
+        if (results.finish_shard()) return;
         results.directory().csv("int4_codes.csv", codes);
 
         // Heatmaps of the head that loses most without smoothing.
