@@ -109,32 +109,40 @@ int run_attribution(int argc, char** argv) {
           }
           sources_json[preset] = mine;
           const unsigned combos = 1u << mine.size();
-          Progress progress(name + " " + preset, int(combos * datasets.size()));
+          std::size_t steps = 0;
+          for (const Dataset& d : datasets) steps += combos * parts_of(d).size();
+          Progress progress(name + " " + preset, int(steps));
           References references(o.threads);
           for (const Dataset& d : datasets) {
             const attention::Pipeline full = attention::preset(preset, d.q.dim);
+            const std::vector<HeadRange> ranges = parts_of(d);
+            std::vector<Dataset> parts;
+            for (const HeadRange& r : ranges) parts.push_back(part(d, r));
             Values& v_of = sums[{preset, d.name}];
             for (auto* v : {&v_of.mse, &v_of.l1, &v_of.one_minus_cos}) v->assign(combos, 0.0);
+            const double heads = d.q.heads;
             for (unsigned mask = 0; mask < combos; ++mask) {
               const Variant v{combination_name(preset, mine, mask), preset, combination(full, mine, mask)};
               const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
               results.record_pipeline(v.name, p);
               if (std::popcount(mask) <= 1 || std::popcount(mask) >= int(mine.size()) - 1)
                 if (std::find(shown.begin(), shown.end(), v.name) == shown.end()) shown.push_back(v.name);
-              const auto r = results.item(d, v.name + " on " + d.name, [&] {
-                return ItemResult{{{v.name, evaluate(p, d, references.of(d), o.threads)}}, {}};
-              });
-              if (!r) {
-                progress.skip();
-                continue;
+              for (std::size_t i = 0; i < parts.size(); ++i) {
+                const std::string where = part_name(d, ranges[i]);
+                const auto r = results.item(d, v.name + " on " + where, [&] {
+                  return ItemResult{{{v.name, evaluate(p, parts[i], references.of(parts[i]), o.threads)}}, {}};
+                });
+                if (!r) {
+                  progress.skip();
+                  continue;
+                }
+                for (const HeadError& h : r->evaluations.front().second.heads) {
+                  v_of.mse[mask] += h.metrics.rmse * h.metrics.rmse / heads;
+                  v_of.l1[mask] += h.metrics.relative_l1 / heads;
+                  v_of.one_minus_cos[mask] += (1 - h.metrics.cosine) / heads;
+                }
+                progress.step(fmt::format("{} on {}: MSE {:.4g} so far", v.name, where, v_of.mse[mask]));
               }
-              const Evaluation& e = r->evaluations.front().second;
-              for (const HeadError& h : e.heads) {
-                v_of.mse[mask] += h.metrics.rmse * h.metrics.rmse / double(e.heads.size());
-                v_of.l1[mask] += h.metrics.relative_l1 / double(e.heads.size());
-                v_of.one_minus_cos[mask] += (1 - h.metrics.cosine) / double(e.heads.size());
-              }
-              progress.step(fmt::format("{} on {}: MSE {:.4g}", v.name, d.name, v_of.mse[mask]));
             }
           }
         }

@@ -152,6 +152,7 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
       v.push_back(fv.tensor.head(0, h / group).topRows(n));
       d.head_labels.push_back(fmt::format("L{}H{}", layer, h));
     }
+    d.parts.push_back({int(q.size() - heads.size()), int(heads.size()), fmt::format("layer {}", layer)});
   }
   d.q = stack(q);
   d.k = stack(k);
@@ -221,6 +222,33 @@ Dataset slice(const Dataset& d, int first_query, int queries, int keys) {
   s.spec["slice"] = {{"first_query", first_query}, {"queries", queries}, {"keys", keys}};
   return s;
 }
+
+Tensor4 head_range(const Tensor4& t, int first, int count) {
+  if (t.batch != 1 || first < 0 || count < 1 || first + count > t.heads)
+    throw std::invalid_argument(fmt::format("heads [{}, {}) of {}", first, first + count, t.shape_text()));
+  Tensor4 out(1, count, t.tokens, t.dim);
+  std::copy(t.values.begin() + std::ptrdiff_t(t.offset(0, first, 0)), t.values.begin() + std::ptrdiff_t(t.offset(0, first + count, 0)),
+            out.values.begin());
+  return out;
+}
+
+std::vector<HeadRange> parts_of(const Dataset& d) {
+  return d.parts.empty() ? std::vector<HeadRange>{{0, d.q.heads, ""}} : d.parts;
+}
+
+Dataset part(const Dataset& d, const HeadRange& r) {
+  if (d.parts.empty()) return d;
+  Dataset p = d;
+  p.q = head_range(d.q, r.first, r.count);
+  p.k = head_range(d.k, r.first, r.count);
+  p.v = head_range(d.v, r.first, r.count);
+  p.head_labels.assign(d.head_labels.begin() + r.first, d.head_labels.begin() + r.first + r.count);
+  p.spec["part"] = {{"first_head", r.first}, {"heads", r.count}};
+  p.parts.clear();
+  return p;
+}
+
+std::string part_name(const Dataset& d, const HeadRange& r) { return r.name.empty() ? d.name : d.name + ", " + r.name; }
 
 // ---- options ------------------------------------------------------------------------------------
 
@@ -383,27 +411,37 @@ void run_variants(const std::string& experiment, const std::vector<Variant>& var
                   ExperimentResults& results, unsigned threads,
                   const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep,
                   const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each) {
-  Progress progress(experiment, int(variants.size() * datasets.size()));
+  std::size_t steps = 0;
+  for (const Dataset& d : datasets) steps += parts_of(d).size() * variants.size();
+  Progress progress(experiment, int(steps));
   References references(threads);
-  for (const Dataset& d : datasets)
+  for (const Dataset& d : datasets) {
+    const std::vector<HeadRange> ranges = parts_of(d);
+    std::vector<Dataset> parts;
+    for (const HeadRange& r : ranges) parts.push_back(part(d, r));
     for (const Variant& v : variants) {
       const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
       results.record_pipeline(v.name, p);
-      const std::optional<ItemResult> r = results.item(d, v.name + " on " + d.name, [&] {
-        Evaluation e = evaluate(p, d, references.of(d), threads, bool(keep));
-        nlohmann::json extra = keep ? keep(v, d, e) : nlohmann::json();
-        return ItemResult{{{v.name, std::move(e)}}, std::move(extra)};
-      });
-      if (!r) {
-        progress.skip();
-        continue;
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        const Dataset& dp = parts[i];
+        const std::string where = part_name(d, ranges[i]);
+        const std::optional<ItemResult> r = results.item(d, v.name + " on " + where, [&] {
+          Evaluation e = evaluate(p, dp, references.of(dp), threads, bool(keep));
+          nlohmann::json extra = keep ? keep(v, dp, e) : nlohmann::json();
+          return ItemResult{{{v.name, std::move(e)}}, std::move(extra)};
+        });
+        if (!r) {
+          progress.skip();
+          continue;
+        }
+        if (each) each(v, d, *r);
+        const Evaluation& e = r->evaluations.front().second;
+        double cosine = 0;
+        for (const auto& h : e.heads) cosine += h.metrics.cosine / double(e.heads.size());
+        progress.step(fmt::format("{} on {} ({} heads): cosine {}", v.name, where, e.heads.size(), percent(cosine, 3)));
       }
-      if (each) each(v, d, *r);
-      const Evaluation& e = r->evaluations.front().second;
-      double cosine = 0;
-      for (const auto& h : e.heads) cosine += h.metrics.cosine / double(e.heads.size());
-      progress.step(fmt::format("{} on {} ({} heads): cosine {}", v.name, d.name, e.heads.size(), percent(cosine, 3)));
     }
+  }
 }
 
 int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
@@ -604,10 +642,24 @@ const Summary& ExperimentResults::summary(const std::string& variant, const std:
 }
 
 std::string ExperimentResults::metrics_csv() const {
+  // Grouped by (variant, dataset) in the order first added, each group's rows in the order added:
+  // an item that adds several variants part by part (backward: O, dQ, dK, dV of each layer) lists
+  // each variant's heads together, as one item over all the heads would.
+  std::map<std::pair<std::string, std::string>, std::size_t> group;
+  std::vector<std::size_t> order(rows_.size());
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    group.emplace(std::pair{rows_[i].variant, rows_[i].dataset}, group.size());
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return group.at({rows_[a].variant, rows_[a].dataset}) < group.at({rows_[b].variant, rows_[b].dataset});
+  });
   std::string metrics = "experiment,variant,dataset,head,metric,value\n";
-  for (const Row& r : rows_)
+  for (std::size_t i : order) {
+    const Row& r = rows_[i];
     metrics += fmt::format("{},{},{},{},{},{:.9g}\n", csv_field(experiment_), csv_field(r.variant), csv_field(r.dataset),
                            csv_field(r.head), r.metric, r.value);
+  }
   return metrics;
 }
 

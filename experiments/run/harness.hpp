@@ -15,14 +15,15 @@
 //   provenance.json   git SHA, command, inputs, pipelines (every stage), seeds, machine
 //
 // An experiment: parse its options with add_common_options, load_datasets, then run its sweep:
-// each evaluation of a variant on a dataset (or a few made together) is a work item,
-// results.item(...), which adds it to the results; then `if (results.finish_shard()) return;`,
-// then the summaries, headline and results.write().
+// each evaluation of a variant on a part of a dataset (Dataset::parts: a layer of SmolLM2, else
+// every head), or a few made together, is a work item, results.item(...), which adds it to the
+// results; then `if (results.finish_shard()) return;`, then the summaries, headline and
+// results.write().
 //
 // Sweeps that split (--shard I/N, --merge DIR...): every run of the same options enumerates the
 // same items in the same order. A shard runs the items i (0-based) with i % N == I - 1
-// (round-robin: the sweeps nest variants in datasets, so each shard gets a share of every dataset
-// and of every costly variant) and writes their results exactly, with a manifest (shard.json: the
+// (round-robin: the sweeps nest layers in variants in datasets, so each shard gets a share of every
+// dataset and of every costly variant) and writes their results exactly, with a manifest (shard.json: the
 // experiment, the options, I/N, the git SHA, every item's key), and its items' metrics.csv rows.
 // A merge runs the same experiment with every item read from the shards instead of computed, after
 // checking that they are one sweep (experiment, options, datasets, SHA) and cover every item once:
@@ -54,6 +55,12 @@ namespace lowbit::experiments {
 
 // ---- datasets ---------------------------------------------------------------------------------
 
+// Heads [first, first + count) of a dataset that one launch runs together: a layer of a model.
+struct HeadRange {
+  int first = 0, count = 0;
+  std::string name;  // "layer 10"; empty: every head
+};
+
 // Attention inputs with a name (metrics.csv's dataset) and a label per Q head. Layers of a model
 // are stacked as heads (the labels say which); K and V carry one head per Q head (GQA expanded),
 // so a subset of heads needs no bookkeeping.
@@ -65,6 +72,9 @@ struct Dataset {
   std::vector<std::string> head_labels;
   std::vector<std::string> inputs;  // files read
   nlohmann::json spec;              // how it was made (generator spec, files, layers, heads)
+  // The launches a sweep's work items run, in head order: each layer of a model; empty: one, every
+  // head. The pipelines run each head on its own, so the parts give the whole's numbers.
+  std::vector<HeadRange> parts;
 
   int head_dim() const { return q.dim; }
 };
@@ -91,6 +101,14 @@ Dataset file_dataset(const std::string& name, const std::string& q, const std::s
                      bool causal);
 // Queries [first, first + count) against keys [0, keys) (keys 0: all), not causal.
 Dataset slice(const Dataset& d, int first_query, int queries, int keys);
+// Heads [first, first + count) of batch 1.
+Tensor4 head_range(const Tensor4& t, int first, int count);
+// The parts of d (d.parts, or every head as one); each as a dataset of its own (d itself when d
+// has no parts): the same name and description, its heads, its range in the spec (so that
+// References tells the parts apart); and its name in progress and work items ("smollm2, layer 10").
+std::vector<HeadRange> parts_of(const Dataset& d);
+Dataset part(const Dataset& d, const HeadRange& r);
+std::string part_name(const Dataset& d, const HeadRange& r);
 
 // ---- options ------------------------------------------------------------------------------------
 
@@ -198,10 +216,11 @@ class Progress {
 
 class ExperimentResults;
 
-// Every variant on every dataset, in that order, each a work item into `results` (pipelines and
-// datasets recorded), with progress. `keep` (optional) sees each evaluation this run computes with
-// its quantized operands and returns what the experiment keeps of them (ItemResult::extra);
-// `each` (optional) sees every item's result this run has (all of them but another shard's).
+// Every variant on every dataset, in that order, on each part of the dataset (a work item each)
+// into `results` (pipelines and datasets recorded), with progress. `keep` (optional) sees each
+// evaluation this run computes with its quantized operands and returns what the experiment keeps of
+// them (ItemResult::extra); `each` (optional) sees every item's result this run has (all of them but
+// another shard's).
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants,
                   const std::vector<Dataset>& datasets, ExperimentResults& results, unsigned threads,
                   const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep = {},
@@ -231,9 +250,10 @@ class ExperimentResults {
  public:
   ExperimentResults(std::string experiment, const CommonOptions& options, int argc, char** argv);
 
-  // Work item `key` (unique in the sweep) on dataset d: `compute`d and add()ed when it is this
-  // run's, read from its shard and add()ed when merging, nullopt when another shard runs it. Throws
-  // naming the item when a merge's shards lack it.
+  // Work item `key` (unique in the sweep) on dataset d (the whole, whose name and record its
+  // evaluations take; compute may run a part): `compute`d and add()ed when it is this run's, read
+  // from its shard and add()ed when merging, nullopt when another shard runs it. Throws naming the
+  // item when a merge's shards lack it.
   std::optional<ItemResult> item(const Dataset& d, const std::string& key, const std::function<ItemResult()>& compute);
   // In a shard run: writes the shard's items (shard.json, metrics.csv) and returns true, and the
   // experiment stops (its summaries need every item). Otherwise false.

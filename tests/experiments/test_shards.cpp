@@ -140,6 +140,9 @@ TEST_CASE("every experiment in 3 shards, merged, writes the files of one whole r
       }
       REQUIRE(owner.size() >= 3);
       for (int n : owner) CHECK(n == 1);
+      // The SmolLM2 sample's layers are items of their own.
+      const nlohmann::json items = nlohmann::json::parse(read(fs::path(shards[0]) / "shard.json")).at("items");
+      CHECK(items.dump().find("on smollm2, layer 29") != std::string::npos);
       // In any order.
       std::swap(shards[0], shards[2]);
       const fs::path merged = base / "merged";
