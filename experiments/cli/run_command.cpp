@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "experiments/cli/command.hpp"
+#include "experiments/run/harness.hpp"
 #include "experiments/run/registry.hpp"
 
 namespace lowbit::cli {
@@ -211,23 +212,15 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   merge->add_option("--python", plots.python, "the Python with matplotlib")->capture_default_str();
   merge->callback([&exit_code]() {
     // The experiment and its options are the first shard's; the merge checks every shard against them.
-    const fs::path manifest_file = fs::path(shard_dirs.front()) / "shard.json";
-    std::ifstream in(manifest_file);
-    if (!in) {
-      std::cerr << "lowbit run-merge: " << manifest_file.string()
-                << ": no shard here (lowbit run NAME --shard I/N writes shard.json when it ends)\n";
-      exit_code = 1;
-      return;
-    }
     nlohmann::json manifest;
     try {
-      manifest = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      std::cerr << "lowbit run-merge: " << manifest_file.string() << ": " << e.what() << "\n";
+      manifest = experiments::read_shard(shard_dirs.front());
+    } catch (const std::exception& e) {
+      std::cerr << "lowbit run-merge: " << e.what() << "\n";
       exit_code = 1;
       return;
     }
-    const std::string name = manifest.value("experiment", "");
+    const std::string name = manifest.at("experiment").get<std::string>();
     for (const auto& e : experiments::experiment_registry())
       if (e.name == name) {
         std::vector<std::string> args = manifest.at("args").get<std::vector<std::string>>();
@@ -238,7 +231,7 @@ void add_run_commands(CLI::App& app, int& exit_code) {
         exit_code = run_and_plot(e, args, plots);
         return;
       }
-    std::cerr << "lowbit run-merge: " << manifest_file.string() << ": no experiment '" << name << "' here\n";
+    std::cerr << "lowbit run-merge: " << shard_dirs.front() << " is a shard of '" << name << "', which this lowbit lacks\n";
     exit_code = 1;
   });
 

@@ -271,6 +271,22 @@ std::optional<std::string> Shard::validate() const {
   return std::nullopt;
 }
 
+nlohmann::json read_shard(const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "shard.json";
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file.string() + ": no shard here (lowbit run NAME --shard I/N writes shard.json when it ends)");
+  try {
+    nlohmann::json m = nlohmann::json::parse(in);
+    for (const char* key : {"experiment", "shard", "git_sha", "options", "args", "datasets", "machine", "items", "records"})
+      if (!m.contains(key)) throw std::runtime_error(std::string("no ") + key);
+    const Shard part{m.at("shard").at("index").get<int>(), m.at("shard").at("count").get<int>()};
+    if (auto why = part.validate()) throw std::runtime_error("shard " + part.text() + ": " + *why);
+    return m;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file.string() + ": not a shard's manifest: " + e.what());
+  }
+}
+
 std::optional<std::string> CommonOptions::validate() const {
   if (shard)
     if (auto why = shard->validate()) return "--shard " + shard->text() + ": " + *why;
@@ -489,12 +505,11 @@ ExperimentResults::ExperimentResults(std::string experiment, const CommonOptions
 void ExperimentResults::load_shards(const CommonOptions& options) {
   const std::string& sha = out_.run().machine.git_sha;
   for (const std::string& dir : options.merge) {
-    const std::filesystem::path file = std::filesystem::path(dir) / "shard.json";
-    std::ifstream in(file);
-    if (!in) throw std::runtime_error(file.string() + ": no shard here (lowbit run NAME --shard I/N writes shard.json when it ends)");
-    ShardRecord s{dir, nlohmann::json::parse(in)};
+    ShardRecord s{dir, read_shard(dir)};
     const nlohmann::json& m = s.manifest;
-    const std::string what = fmt::format("{} (shard {}/{})", dir, m.at("shard").at("index").get<int>(), m.at("shard").at("count").get<int>());
+    const Shard part{m.at("shard").at("index").get<int>(), m.at("shard").at("count").get<int>()};
+    const int count = part.count, index = part.index;
+    const std::string what = fmt::format("{} (shard {})", dir, part.text());
     if (m.at("experiment") != experiment_)
       throw std::runtime_error(fmt::format("{} is a shard of {}, not of {}", what, m.at("experiment").get<std::string>(), experiment_));
     if (m.at("git_sha") != sha)
@@ -505,17 +520,14 @@ void ExperimentResults::load_shards(const CommonOptions& options) {
         throw std::runtime_error(fmt::format("{} ran with --{} '{}', this merge with '{}': not one sweep", what, option,
                                              m.at("options").value(option, nlohmann::json("")).get<std::string>(),
                                              value.get<std::string>()));
-    const int count = m.at("shard").at("count").get<int>(), index = m.at("shard").at("index").get<int>();
     if (!shards_.empty() && int(shards_.size()) != count)
-      throw std::runtime_error(fmt::format("{} is a part of {}, the first shard given a part of {}: not one split", what, count, shards_.size()));
+      throw std::runtime_error(
+          fmt::format("{} is a part of {}, the first shard given a part of {}: not one split", what, count, shards_.size()));
     if (shards_.empty()) shards_.resize(std::size_t(count));
     ShardRecord& slot = shards_.at(std::size_t(index - 1));
     if (!slot.dir.empty())
       throw std::runtime_error(fmt::format("shard {}/{} is given twice: {} and {}", index, count, slot.dir, dir));
-    if (!shards_.front().dir.empty() && m.at("items") != shards_.front().manifest.at("items"))
-      throw std::runtime_error(fmt::format("{} lists other work items than {}: not one sweep", what, shards_.front().dir));
-    out_.run().config["merged_from"].push_back(
-        {{"dir", dir}, {"shard", std::to_string(index) + "/" + std::to_string(count)}, {"machine", m.at("machine")}});
+    out_.run().config["merged_from"].push_back({{"dir", dir}, {"shard", part.text()}, {"machine", m.at("machine")}});
     slot = std::move(s);
   }
   std::vector<std::string> missing, given;
@@ -526,7 +538,7 @@ void ExperimentResults::load_shards(const CommonOptions& options) {
   }
   if (!missing.empty())
     throw std::runtime_error(fmt::format("shard {} missing (given: {})", fmt::join(missing, ", "), fmt::join(given, ", ")));
-  // The item lists must agree too when the first shard given was not shard 1.
+  // The options agree, so the items should; a shard's own list is what its records follow.
   for (const ShardRecord& s : shards_)
     if (s.manifest.at("items") != shards_.front().manifest.at("items"))
       throw std::runtime_error(fmt::format("{} lists other work items than {}: not one sweep", s.dir, shards_.front().dir));

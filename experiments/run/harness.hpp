@@ -7,7 +7,7 @@
 //   metrics.csv       experiment,variant,dataset,head,metric,value: cosine, rel_l1, rmse, max_abs
 //                     and the quantiles nerr_p50, nerr_p90, nerr_p99, nerr_p999 of the per-element
 //                     |error| over the RMS of the head's float64 output, for every head (heads of the
-//                     SmolLM2 sample are labelled L<layer>H<head>)
+//                     SmolLM2 sample are labelled L<layer>H<head>), by variant and dataset
 //   summary.csv       mean and worst over the heads (and layers) of each variant and dataset
 //   distribution.csv  the histogram of those normalized per-element errors of each variant and
 //                     dataset (all heads; log10 bins of numerics/error_distribution.hpp)
@@ -22,15 +22,15 @@
 //
 // Sweeps that split (--shard I/N, --merge DIR...): every run of the same options enumerates the
 // same items in the same order. A shard runs the items i (0-based) with i % N == I - 1
-// (round-robin: the sweeps nest layers in variants in datasets, so each shard gets a share of every
-// dataset and of every costly variant) and writes their results exactly, with a manifest (shard.json: the
-// experiment, the options, I/N, the git SHA, every item's key), and its items' metrics.csv rows.
-// A merge runs the same experiment with every item read from the shards instead of computed, after
-// checking that they are one sweep (experiment, options, datasets, SHA) and cover every item once:
-// its summaries, tables, headline and plots are then those of one whole run, byte for byte,
-// because the same values are added in the same order. No item's data or seed depends on the
-// shard: the datasets are made from the options alone, and every pipeline's randomness (Hadamard's
-// seed) is its own.
+// (round-robin: the sweeps nest layers in variants in datasets, so each shard gets a share of
+// every dataset and of every costly variant) and writes their results exactly, with a manifest
+// (shard.json: the experiment, the options, I/N, the git SHA, every item's key), and its items'
+// metrics.csv rows. A merge runs the same experiment with every item read from the shards instead
+// of computed, after checking that they are one sweep (experiment, options, datasets, SHA) and
+// cover every item once: its summaries, tables, headline and plots are then those of one whole
+// run, byte for byte, because the same values are added in the same order. No item's data or seed
+// depends on the shard: the datasets are made from the options alone, and every pipeline's
+// randomness (Hadamard's seed) is its own.
 #pragma once
 
 #include <cstdint>
@@ -122,6 +122,10 @@ struct Shard {
   bool owns(std::size_t item) const { return item % std::size_t(count) == std::size_t(index - 1); }
   std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
 };
+
+// The manifest of the shard in `dir` (its shard.json). Throws naming the file when there is none
+// or it lacks a field.
+nlohmann::json read_shard(const std::string& dir);
 
 struct CommonOptions {
   std::string out;                      // default LOWBIT_DEFAULT_RESULTS_DIR/NAME
@@ -274,7 +278,7 @@ class ExperimentResults {
   ResultDirectory& directory() { return out_; }
   // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json; prints the
   // tables to stdout. `extra_tables` (markdown) go before the notes. When merging, first checks
-  // that the shards held no item this sweep lacks.
+  // that the shards' sweep is this one to the end (as many items, the same datasets).
   void write(const std::string& title, const std::string& extra_tables = "");
 
  private:

@@ -4,7 +4,8 @@
 // distribution.csv, table.md, headline.txt and each experiment's own: int4_codes.csv, heatmaps,
 // attribution.csv, plot_variants.json), and the same provenance.json but for the command, the
 // machine and the shards merged; a merge of shards that are not one whole sweep (one missing,
-// one twice, other options, another split, another commit) fails naming the shard.
+// one twice, other options, another split, another commit, a damaged manifest) fails naming the
+// shard.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -205,8 +206,12 @@ TEST_CASE("a merge of shards that are not one whole sweep fails naming the shard
     fails("run-merge --no-plots " + out.string() + " " + shards[0] + " " + elsewhere[1] + " " + shards[2],
           {elsewhere[1], "ran at git 0123abcd"});
   }
-  SECTION("a folder that holds no shard") {
+  SECTION("a folder that holds no shard, or a damaged one") {
     fails("run-merge --no-plots " + out.string() + " " + base.string(), {"no shard here"});
+    std::ofstream(fs::path(shards[1]) / "shard.json") << "{\"experiment\": \"granularity\"}";
+    fails("run-merge --no-plots " + out.string() + joined(shards), {shards[1], "not a shard's manifest"});
+    fails("run-merge --no-plots " + out.string() + " " + shards[1] + " " + shards[0] + " " + shards[2],
+          {shards[1], "not a shard's manifest"});
   }
   SECTION("--shard out of range or malformed") {
     fails("run granularity " + options + " --shard 0/3 --out " + out.string(), {"--shard 0/3", "count from 1"});
