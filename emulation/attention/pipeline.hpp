@@ -25,7 +25,8 @@
 //      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
 //      in place (FlashAttention-2/3): o = alpha o, then o = the PV instruction from C = o
 // The softmax stage flash2 replaces steps 2-6 and the end of each row by PyTorch's FlashAttention-2
-// (flash2_steps.hpp).
+// (flash2_steps.hpp); flash3 and sage2-sm90 by FlashAttention-3's and SageAttention2's Hopper kernels
+// as released (flash3_steps.hpp, sage2_sm90_steps.hpp; sage2-sm90 also step 1's dequantization).
 // After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
 // (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
 // bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).

@@ -557,14 +557,16 @@ constexpr std::pair<ScaleRounding, std::string_view> kScaleRoundingNames[]{
     {ScaleRounding::toward_zero, "down"},
     {ScaleRounding::ocp_floor, "ocp-floor"},
 };
+constexpr std::pair<Arithmetic, std::string_view> kArithmeticNames[]{
+    {Arithmetic::ieee, "ieee"},
+    {Arithmetic::triton_div_full, "triton_div_full"},
+    {Arithmetic::cuda_fast_math, "cuda_fast_math"},
+};
 }  // namespace
 
 std::string_view to_string(Arithmetic a) {
-  switch (a) {
-    case Arithmetic::ieee: return "ieee";
-    case Arithmetic::triton_div_full: return "triton_div_full";
-    case Arithmetic::cuda_fast_math: return "cuda_fast_math";
-  }
+  for (auto [value, name] : kArithmeticNames)
+    if (value == a) return name;
   return "?";
 }
 
