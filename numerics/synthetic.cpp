@@ -197,9 +197,36 @@ SyntheticAttentionSpec smollm2_like() {
   return s;
 }
 
+// Long rows whose probability mass lies far under the row's maximum, with V dominated by its
+// channel means: what SageAttention2's Tables 6 and 13 and SageAttention3's direct-P ablation
+// depend on, and what 1024-token data does not reach. Unit channels and no token or channel
+// outliers to concentrate the attention, so a query's logits over the keys spread with a standard
+// deviation of q_gain = 2 (|q| = 2 sqrt(d)); at 16K keys the row maximum lies ~4 spreads above the
+// mean, so most of a row's mass lies between 2^-10 and 2^-3 of its maximum, 10-35% of it (mean over
+// queries) under 1/254 (what INT8 P at 127, rounded, drops), and the maximum itself holds ~2% of a
+// row (under 20% in every row). V's channel means (v_bias_std 4 against unit noise) hold ~94% of its
+// energy: the output is mostly V's mean, which a loss of P's mass shrinks. test_synthetic_presets
+// checks these.
+SyntheticAttentionSpec flat_long() {
+  SyntheticAttentionSpec s;
+  s.heads = 2;
+  s.tokens = 16384;
+  s.dim = 128;
+  s.token_scale_sigma = 0;
+  s.outlier_token_fraction = 0;
+  s.outlier_channels = 0;
+  s.q_bias_std = 0;
+  s.q_segment_offset_std = 0;
+  s.v_bias_std = 4;
+  s.q_gain = 2;
+  return s;
+}
+
 const SyntheticPreset kPresets[]{
     {"default", "the generator's default values", SyntheticAttentionSpec{}},
     {"smollm2", "matched to SmolLM2-135M's Q, K, V (results/data/smollm2-135m/stats.json)", smollm2_like()},
+    {"flat", "long flat rows (logit spread ~2, no outliers) and V dominated by its channel means (~94% of its energy)",
+     flat_long()},
 };
 
 }  // namespace
