@@ -234,6 +234,20 @@ TEST_CASE("per-token Q and K (option qk-granularity), INT8 P's variants and the 
   }
 }
 
+TEST_CASE("synthetic-sink: the preset sink's spec, one sink key, recorded with the dataset", "[experiments][cli]") {
+  const fs::path out = fresh("sink");
+  const Run r = run_cli("run fp4 --datasets synthetic-sink --heads 1 --tokens 256 --threads 2 --no-plots --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(datasets_of(read_metrics(out, "fp4")) == std::set<std::string>{"synthetic-sink"});
+  std::ifstream in(out / "provenance.json");
+  const nlohmann::json spec = nlohmann::json::parse(in).at("config").at("datasets").at("synthetic-sink");
+  CHECK(spec.at("synthetic").at("preset") == "sink");
+  CHECK(spec.at("synthetic").at("sink_tokens") == 1);
+  CHECK(spec.at("synthetic").at("tokens") == 256);
+  CHECK(spec.at("slice").at("queries") == 128);
+}
+
 TEST_CASE("a copy of the SmolLM2 capture given by --data-dir is read from where it is, and named so", "[experiments][cli]") {
   // Outside the repository (a path inside it would be recorded relative to its root): as given.
   const fs::path copy = fs::temp_directory_path() / ("lowbit-smollm2-copy-" + std::to_string(::getpid()));
