@@ -14,6 +14,7 @@
 #include "emulation/attention/flash2_split.hpp"
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/flash3_steps.hpp"
+#include "emulation/attention/sage2_sm90_steps.hpp"
 #include "emulation/attention/forward_operands.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
@@ -184,9 +185,11 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   std::vector<float> o(n_rows * std::size_t(dv), 0.0f), alpha(n_rows), delta(n_keys);
   MatrixF s(rows, bkv), p(rows, bkv);
   // Fused exponent argument: s keeps the accumulators (exact) and pair_scale their fused scales;
-  // flash2 and flash3 keep the raw accumulators (their scale is one per head).
+  // flash2 and flash3 keep the raw accumulators (their scale is one per head); sage2-sm90 too, with
+  // its per-pair scale in sage2_scale (the last block: the dequantized scores and the plain scale).
   const bool flash2 = pl.softmax == Softmax::flash2, flash3 = pl.softmax == Softmax::flash3;
-  const bool fused = pl.exponential.fused() && !flash2 && !flash3;
+  const bool sage2 = pl.softmax == Softmax::sage2_sm90;
+  const bool fused = pl.exponential.fused() && !flash2 && !flash3 && !sage2;
   // flash3: the kernel's descales are the operands' per-tensor scales times the stage's.
   const float flash3_offset = pl.p.log2_scale;
   const float flash3_scale =
@@ -195,8 +198,10 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
              : 0.0f;
   const float flash3_v_descale = flash3 ? steps::mul_rn(kv.v_scale[0], kv.descale.v) : 0.0f;
   MatrixF pair_scale(fused ? rows : 0, fused ? bkv : 0);
+  MatrixF sage2_scale(sage2 ? rows : 0, sage2 ? bkv : 0);
+  const float sage2_scale_log2 = sage2 ? sage2_sm90::softmax_scale_log2(sh.head_dim) : 0.0f;
   const auto put_score = [&](int r, int c, float acc, float scale) {
-    if (flash2 || flash3) {
+    if (flash2 || flash3 || sage2) {
       s(r, c) = acc;
       return;
     }
@@ -213,11 +218,20 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   const MatrixCode q_codes = cx.qk_values || cx.qk_integer ? MatrixCode() : MatrixCode(pq.operand.codes.middleRows(first_row, rows));
   const MatrixCode q_scales = pq.operand.scale_codes.size() ? MatrixCode(pq.operand.scale_codes.middleRows(first_row, rows)) : MatrixCode();
 
-  for (int step = 0; step < kv_blocks; ++step) {
-    const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step;
+  const auto block_of_step = [&](int step) { return pl.tiling.kv_order == KvOrder::ascending ? step : kv_blocks - 1 - step; };
+  const auto runs = [&](int kb) {
     const int first_key = kb * bkv;
-    if (kb < kv_begin || kb >= kv_end) continue;  // another split's
-    if (first_key >= sh.keys || (cx.causal && first_key > last_row + cx.causal_offset)) continue;  // every key masked
+    return kb >= kv_begin && kb < kv_end &&  // not another split's
+           first_key < sh.keys && !(cx.causal && first_key > last_row + cx.causal_offset);  // not every key masked
+  };
+  int last_block_run = -1;
+  for (int step = 0; step < kv_blocks; ++step)
+    if (runs(block_of_step(step))) last_block_run = block_of_step(step);
+
+  for (int step = 0; step < kv_blocks; ++step) {
+    const int kb = block_of_step(step);
+    const int first_key = kb * bkv;
+    if (!runs(kb)) continue;
     macs += std::uint64_t(rows) * std::uint64_t(bkv) * std::uint64_t(sh.depth + dv);
 
     // 1. S = Q K^T, dequantized into log2 units (fused: the accumulators and their scales).
@@ -249,6 +263,17 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         for (int c = 0; c < bkv; ++c)
           put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)), pair_scale_of(r, c));
     }
+    if (sage2) {  // the kernel's last iteration dequantizes the scores first (sage2_sm90_steps.hpp)
+      const bool last = kb == last_block_run;
+      for (int r = 0; r < rows; ++r) {
+        const float q_scale = row_scale(pq.q.tensor, pl.q, first_row + r);
+        for (int c = 0; c < bkv; ++c) {
+          const float dequantization = sage2_sm90::dequantization(q_scale, kv.k_scale[std::size_t(first_key + c)]);
+          if (last) s(r, c) = flash3::mul_ftz(s(r, c), dequantization);
+          sage2_scale(r, c) = last ? sage2_scale_log2 : steps::mul_rn(sage2_scale_log2, dequantization);
+        }
+      }
+    }
     if (pl.smoothing.q) {
       const int qblock = first_row / bq;  // Q's smoothing blocks are its thread blocks
       for (int c = 0; c < bkv; ++c) {
@@ -264,7 +289,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < bkv; ++c) {
         const int key = first_key + c;
-        if (key >= sh.keys || (cx.causal && key > first_row + r + cx.causal_offset)) s(r, c) = kNegInf;
+        if (key >= sh.keys || (cx.causal && key > first_row + r + cx.causal_offset)) s(r, c) = sage2 ? sage2_sm90::kMasked : kNegInf;
       }
 
     // 2-6. Online softmax, row by row.
@@ -290,7 +315,22 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         st.lanes[lane] = flash2::lane_sum(st.lanes[lane], alpha[std::size_t(r)], &p(r, 0), bkv, lane);
       st.m = m;
     }
-    for (int r = 0; r < rows && !flash2 && !flash3; ++r) {
+    for (int r = 0; r < rows && sage2; ++r) {
+      RowState& st = state[std::size_t(r)];
+      const float old_max = st.m == kNegInf ? sage2_sm90::kMasked : st.m;
+      float m = old_max;
+      for (int lane = 0; lane < steps::kLanesPerRow; ++lane) {
+        float raw = sage2_sm90::kMasked;
+        for (int c = 2 * lane; c < bkv; c += 8) raw = std::max({raw, s(r, c), s(r, c + 1)});
+        m = std::max(m, sage2_sm90::lane_max(raw, sage2_scale(r, 2 * lane), pl.p.log2_scale));
+      }
+      alpha[std::size_t(r)] = sage2_sm90::rescale(old_max, m);
+      for (int c = 0; c < bkv; ++c) p(r, c) = sage2_sm90::probability(s(r, c), sage2_scale(r, c), m);
+      for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
+        st.lanes[lane] = sage2_sm90::lane_sum(st.lanes[lane], alpha[std::size_t(r)], &p(r, 0), bkv, lane);
+      st.m = m;
+    }
+    for (int r = 0; r < rows && !flash2 && !flash3 && !sage2; ++r) {
       RowState& st = state[std::size_t(r)];
       float m = st.m;
       for (int c = 0; c < bkv; ++c)
@@ -368,7 +408,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
           float R = accumulator_value(pv.atom.d, d(r, c));
           if (!pb.factor.empty()) R = steps::mul_rn(R, pb.factor[std::size_t(r)]);
           float& oc = o[std::size_t(r) * std::size_t(dv) + std::size_t(c)];
-          oc = steps::accumulate_output(oc, a_r, R);
+          oc = sage2 ? sage2_sm90::accumulate(oc, a_r, R) : steps::accumulate_output(oc, a_r, R);
         }
       }
     }
@@ -385,6 +425,13 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] =
             flash3::mul_ftz(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], factor);
       lse[first_row + r] = flash3::log_sum_exp(st.m, l, flash3_scale, flash3_offset);
+      continue;
+    }
+    if (sage2) {
+      for (int c = 0; c < dv; ++c)
+        out[std::size_t(first_row + r) * std::size_t(dv) + std::size_t(c)] =
+            sage2_sm90::output(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], l, kv.v_scale[std::size_t(c)]);
+      lse[first_row + r] = sage2_sm90::log_sum_exp(st.m, l);
       continue;
     }
     const float inverse = flash2 ? flash2::inverse_row_sum(l) : steps::inverse_row_sum(l);
@@ -453,6 +500,18 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
         fail(fmt::format("{}: value {} at [{}, {}, {}] is not a finite positive number", name, options.descales[i],
                          i / (n / 3), i % (n / 3) / std::size_t(k.heads), i % std::size_t(k.heads)));
   }
+  if (!options.key_means.empty()) {
+    const std::string& name = options.key_means_name;
+    const auto n = std::size_t(q.batch) * std::size_t(k.heads) * std::size_t(k.dim);
+    if (!pl.smoothing.k) fail(name + ": a K mean replaces the one K smoothing takes; the pipeline has smooth-k=off");
+    if (options.key_means.size() != n)
+      fail(fmt::format("{}: {} values; K's mean is [batch, kv_heads, head_dim] = [{}, {}, {}] ({})", name,
+                       options.key_means.size(), q.batch, k.heads, k.dim, n));
+    for (std::size_t i = 0; i < n; ++i)
+      if (!std::isfinite(options.key_means[i]))
+        fail(fmt::format("{}: value {} at [{}, {}, {}] is not finite", name, options.key_means[i],
+                         i / (n / std::size_t(q.batch)), i / std::size_t(k.dim) % std::size_t(k.heads), i % std::size_t(k.dim)));
+  }
   check_finite(q, options.q_name);
   check_finite(k, options.k_name);
   check_finite(v, options.v_name);
@@ -501,7 +560,9 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
       for (int h = g * group; h < (g + 1) * group; ++h) qs.push_back(q.head(b, h));
       MatrixF kh = k.head(b, g);
       transform_qk(pl, qs, kh);
-      PreparedKv kv = prepare_kv(cx, kh, v.head(b, g));
+      const float* key_mean = options.key_means.empty() ? nullptr
+                              : options.key_means.data() + (std::size_t(b) * std::size_t(k.heads) + std::size_t(g)) * std::size_t(k.dim);
+      PreparedKv kv = prepare_kv(cx, kh, v.head(b, g), key_mean);
       kv.descale = pl.descale;
       if (!options.descales.empty()) {
         const std::size_t at = std::size_t(b) * std::size_t(k.heads) + std::size_t(g), n = options.descales.size() / 3;

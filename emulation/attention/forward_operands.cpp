@@ -43,6 +43,17 @@ MatrixF padded(const MatrixF& x, int rows, int cols) {
   return out;
 }
 
+// K's mean and K' as SageAttention2's wrapper computes them from a half tensor: the mean rounded to
+// mean_format as PyTorch's k.mean() (or the one given: torch's reduction order is not modelled), K' one
+// fp32 subtraction rounded to residual_format (PyTorch's k - km; fp32 in the fused per-warp kernel).
+void round_key_mean(quant::Smoothed<float>& k, const MatrixF& k_in, const SmoothingStage& s, const float* given) {
+  const auto to = [](const Format& f, float x) { return float(round_to_format(f, double(x))); };
+  for (Eigen::Index c = 0; c < k.means.cols(); ++c) k.means(0, c) = given ? given[c] : to(s.key_mean_format, k.means(0, c));
+  for (Eigen::Index r = 0; r < k_in.rows(); ++r)
+    for (Eigen::Index c = 0; c < k_in.cols(); ++c)
+      k.residual(r, c) = to(s.key_residual_format, steps::sub_rn(k_in(r, c), k.means(0, c)));
+}
+
 }  // namespace
 
 float row_scale(const quant::QuantizedTensor& t, const OperandStage& stage, int row) {
@@ -69,12 +80,14 @@ void transform_qk(const Pipeline& pl, std::vector<MatrixF>& qs, MatrixF& k) {
   }
 }
 
-PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in) {
+PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in, const float* key_mean) {
   const Pipeline& pl = cx.pipeline;
   const Shape& sh = cx.shape;
   PreparedKv kv;
   // K: smoothed over the real keys, then zero keys up to whole blocks.
   quant::Smoothed<float> k = quant::smooth(k_in, 0, pl.smoothing.k, pl.smoothing.key_mean_chunk);
+  if (pl.smoothing.k && (pl.smoothing.key_mean_format != formats::fp32 || pl.smoothing.key_residual_format != formats::fp32 || key_mean))
+    round_key_mean(k, k_in, pl.smoothing, key_mean);
   if (pl.smoothing.k) kv.k.mean.assign(k.means.data(), k.means.data() + k.means.size());
   kv.k.tensor = quant::quantize(padded(k.residual, sh.keys_padded, sh.head_dim), pl.quant_spec(Role::k), "K");
   kv.k_operand = make_operand(kv.k.tensor, pl.k, cx.qk_integer, cx.qk_values);

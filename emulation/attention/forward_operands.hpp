@@ -68,7 +68,8 @@ struct Context {
 // A row's scale outside the MMA: its group's scale, or (block-scaled) its outer scale.
 float row_scale(const quant::QuantizedTensor& t, const OperandStage& stage, int row);
 void transform_qk(const Pipeline& pl, std::vector<MatrixF>& qs, MatrixF& k);
-PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in);
+// key_mean: K's mean as given (ForwardOptions::key_means of this head), or nullptr.
+PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in, const float* key_mean);
 PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<float>& k_mean);
 
 }  // namespace lowbit::attention::detail

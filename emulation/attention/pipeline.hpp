@@ -25,7 +25,8 @@
 //      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
 //      in place (FlashAttention-2/3): o = alpha o, then o = the PV instruction from C = o
 // The softmax stage flash2 replaces steps 2-6 and the end of each row by PyTorch's FlashAttention-2
-// (flash2_steps.hpp).
+// (flash2_steps.hpp); flash3 and sage2-sm90 by FlashAttention-3's and SageAttention2's Hopper kernels
+// as released (flash3_steps.hpp, sage2_sm90_steps.hpp; sage2-sm90 also step 1's dequantization).
 // After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
 // (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
 // bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).
@@ -86,6 +87,11 @@ struct SmoothingStage {
   bool k = false;  // K minus its mean over all keys (softmax removes the row bias it leaves)
   bool v = false;  // V minus its mean over all keys; the output takes it back
   int key_mean_chunk = 0;  // keys per double partial sum of the K and V means (0: one sum in order)
+  // fp32: K's mean is float(double sum / keys); fp16 or bf16: rounded to it, as PyTorch's k.mean() on a
+  // half tensor (SageAttention2's wrapper). K' = k - mean in fp32, rounded to key_residual_format (a
+  // half format: PyTorch's k - km, SageAttention2's per-thread path; fp32: its fused per-warp kernel).
+  Format key_mean_format = formats::fp32;
+  Format key_residual_format = formats::fp32;
   Transform transform = Transform::none;  // applied to Q and K before smoothing
   double smooth_attn_alpha = 0.5;         // SmoothAttn: factor_c = max|Q_c|^a / max|K_c|^(1-a)
   std::uint64_t hadamard_seed = 0;
@@ -192,8 +198,15 @@ struct ExponentialStage {
 // presets), PyTorch's FlashAttention-2 as released (flash2_steps.hpp: raw-score maxima, exp2f,
 // running lane sums, 1 / l, MUFU.LG2 in the LSE), which takes unscaled fp16/bf16 Q, K, V, P and o in
 // place, or FlashAttention-3's Hopper forward as released (flash3_steps.hpp: the same shape with fast
-// math, P offset by 2^(p's log2) before its cast, and the kernel's descales).
-enum class Softmax : std::uint8_t { contract, flash2, flash3 };
+// math, P offset by 2^(p's log2) before its cast, and the kernel's descales), or SageAttention2's
+// Hopper kernel as released (sage2_sm90_steps.hpp: per-thread scales fused into the exponent's fma,
+// the last KV block dequantized first, P offset by p's log2 = 8.807, the kernel's log2 LSE).
+enum class Softmax : std::uint8_t { contract, flash2, flash3, sage2_sm90 };
+
+// Whose arithmetic the quantizers of Q, K and V run (quant/quantize.hpp's Arithmetic): lowbit's IEEE
+// division, or SageAttention2's released quantizers (Triton per-thread INT8 for Q and K with MUFU.RCP
+// and round-half-away by truncation; its fused fast-math CUDA kernel for V).
+enum class Quantizers : std::uint8_t { ieee, sageattention2 };
 
 // A causal mask with fewer queries than keys (or more): key j is visible to query i when j <= i
 // (top-left: PyTorch's is_causal) or j <= i + keys - queries (bottom-right: FlashAttention-2 and 3's
@@ -234,10 +247,11 @@ struct Pipeline {
   AccumulationStage accumulation;
   ExponentialStage exponential;
   Softmax softmax = Softmax::contract;
+  Quantizers quantizers = Quantizers::ieee;
   DescaleStage descale;
   CausalAlign causal_align = CausalAlign::top_left;
-  Format output = formats::fp16;
-  bool kernel_output = false;  // a released kernel's preset: the output format is the kernel's, whatever the inputs' are  // the format the output is rounded to (to nearest even)
+  Format output = formats::fp16;  // the format the output is rounded to (to nearest even)
+  bool kernel_output = false;  // a released kernel's preset: the output format is the kernel's, whatever the inputs' are
 
   // Why this pipeline cannot run on heads of dimension head_dim (values: value_dim), or nothing.
   std::optional<std::string> validate(int head_dim, int value_dim) const;
@@ -263,6 +277,10 @@ struct PresetInfo {
   std::string_view summary;
 };
 const std::vector<PresetInfo>& preset_list();
+// What follows the inputs' format (fp16, bf16, fp32) where a caller knows it (the CLI, Python): the
+// output format, unless the preset's is a released kernel's (kernel_output), and a K mean rounded to a
+// half format (the kernel's wrapper takes the mean of the tensor it is given).
+void follow_inputs(Pipeline& pipeline, const Format& inputs);
 // The named preset for heads of dimension head_dim (sage2-8b reads sage2_8b_hopper(head_dim)).
 // Throws std::invalid_argument listing the presets for an unknown name.
 Pipeline preset(std::string_view name, int head_dim);
@@ -296,6 +314,11 @@ struct ForwardOptions {
   // empty: the pipeline's descale stage for every head.
   std::vector<float> descales;
   std::string descales_name = "descales";  // how errors name them
+  // K's mean as the kernel's wrapper computed it, [batch, kv_heads, head_dim] row-major (SageAttention2:
+  // torch's k.mean(), whose CUDA reduction order is not modelled), in place of the pipeline's; needs
+  // smooth-k=on. Empty: the pipeline's.
+  std::vector<float> key_means;
+  std::string key_means_name = "key means";
 };
 
 // One (batch, head) of Q, K or V as the MMAs read it.
@@ -311,7 +334,8 @@ struct ForwardResult {
   std::vector<QuantizedHead> q;     // [batch * heads], with keep_operands
   std::vector<QuantizedHead> k, v;  // [batch * kv_heads], with keep_operands
   std::vector<float> lse;           // [batch, heads, tokens]: natural log of sum_j exp(q.k_j / sqrt(d))
-                                    // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d))
+                                    // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d));
+                                    // softmax sage2-sm90: the kernel's own, log2 of the smoothed scores' sum
   std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
   std::vector<Code> output_codes;   // the same rounded to output_format
   // Multiply-accumulates emulated: QK^T over the padded head dimension and P V, per query row and

@@ -258,6 +258,42 @@ Pipeline fa3(bool fp8, int head_dim) {
   return p;
 }
 
+// SageAttention2's Hopper path as released: thu-ml/SageAttention d1a57a5, sageattention/core.py's
+// sageattn_qk_int8_pv_fp8_cuda_sm90 with its defaults (per_thread, smooth_k, "fp32+fp32"), the kernel
+// qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf (sage2_sm90_steps.hpp) behind the wrapper's
+// quantizers (quantizers=sageattention2). The wrapper pads d < 64 to 64 and 64 < d < 128 to 128 with
+// zero channels, which change no score and no kept output: the emulation runs on d itself.
+Pipeline sageattn2_sm90(bool per_warp) {
+  Pipeline p;
+  p.name = per_warp ? "sageattn2-sm90-per-warp" : "sageattn2-sm90";
+  p.follows =
+      "SageAttention2's Hopper kernel as released (thu-ml/SageAttention d1a57a5, sageattn_qk_int8_pv_fp8_cuda_sm90 "
+      "with its defaults; csrc/qattn/qk_int_sv_f8_cuda_sm90.cu built with setup.py's flags, --use_fast_math): K minus "
+      "torch's fp16/bf16 k.mean() (its reduction order not modelled: --key-mean gives it), per-thread INT8 Q and K "
+      "by the Triton quantizers (div.full: MUFU.RCP; + 1e-7; add one half and truncate), per-channel E4M3 V by the "
+      "fused fast-math kernel, 64 x 128 tiles, the scales fused into the exponent's fma but the last KV block's "
+      "scores dequantized first, P = 2^(s - m + 8.807) in E4M3, wgmma e4m3 chained over each KV block and flushed "
+      "into the fp32 o with one FFMA, out = o rcp(l) v_scale, LSE the kernel's (log2, before core.py's correction). "
+      "Checked on an H100 (verification/captures/" + p.name + ")" +
+      (per_warp ? ". qk_quant_gran=per_warp: Q per warp (16 rows), K per 128-key block by the fused fast-math CUDA "
+                  "quantizers (amax from 1e-7, x times fl(127 rcp(amax)) rounded to nearest even), K - km in fp32"
+                : "");
+  p.arch = "sm_90";
+  p.tiling = {64, 128, 4, KvOrder::ascending};
+  p.smoothing.k = true;
+  p.smoothing.key_mean_format = formats::fp16;
+  p.smoothing.key_residual_format = per_warp ? formats::fp32 : formats::fp16;  // the fused kernel subtracts in fp32
+  p.q = p.k = {formats::int8, per_warp ? Granularity::per_warp : Granularity::per_thread};
+  p.v = kE4m3PerChannel;
+  p.qk.instruction = kWgmmaS8;
+  p.pv.instruction = kWgmmaE4m3;
+  p.p = {formats::e4m3, PScale::static_exponent, 8.807f};  // S_FP8_OFFSET of attn_utils.cuh
+  p.accumulation = {Accumulation::two_level, 0};
+  p.softmax = Softmax::sage2_sm90;
+  p.quantizers = Quantizers::sageattention2;
+  return p;
+}
+
 }  // namespace
 
 const std::vector<PresetInfo>& preset_list() {
@@ -276,6 +312,9 @@ const std::vector<PresetInfo>& preset_list() {
       {"sage3", "SageAttention3 on Blackwell: NVFP4 Q, K, P (two-level), V"},
       {"fa3-fp8", "FlashAttention-3's FP8 forward (PyPI fa3-fwd 0.0.3) on Hopper, as released: E4M3 with descales"},
       {"fa3-bf16", "the same kernel family, bf16"},
+      {"sageattn2-sm90", "SageAttention2's Hopper kernel as released (thu-ml/SageAttention d1a57a5, its defaults), "
+                         "its quantizers included: bit for bit on an H100"},
+      {"sageattn2-sm90-per-warp", "the same with qk_quant_gran=\"per_warp\" (Q per warp, K per block)"},
       {"smoothattn", "SageAttention2's SmoothAttn baseline (migration, alpha 0.5), otherwise sage2-4b"},
       {"hadamard", "SageAttention2's HadmdAttn baseline (random Hadamard), otherwise sage2-4b"},
   };
@@ -296,6 +335,8 @@ Pipeline preset(std::string_view name, int head_dim) {
   if (name == "sage3") return sage3();
   if (name == "fa3-fp8") return fa3(true, head_dim);
   if (name == "fa3-bf16") return fa3(false, head_dim);
+  if (name == "sageattn2-sm90") return sageattn2_sm90(false);
+  if (name == "sageattn2-sm90-per-warp") return sageattn2_sm90(true);
   if (name == "smoothattn") return smoothattn();
   if (name == "hadamard") return hadamard();
   std::string names;

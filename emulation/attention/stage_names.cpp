@@ -34,6 +34,11 @@ constexpr Named<Transform> kTransforms[]{
 constexpr Named<Role> kRoles[]{{Role::q, "Q"}, {Role::k, "K"}, {Role::v, "V"}};
 constexpr Named<steps::ExpArgument> kExpArguments[]{{steps::ExpArgument::rounded_score, "rounded"},
                                                     {steps::ExpArgument::fused, "fused"}};
+constexpr Named<Softmax> kSoftmaxes[]{{Softmax::contract, "contract"},
+                                      {Softmax::flash2, "flash2"},
+                                      {Softmax::flash3, "flash3"},
+                                      {Softmax::sage2_sm90, "sage2-sm90"}};
+constexpr Named<Quantizers> kQuantizers[]{{Quantizers::ieee, "ieee"}, {Quantizers::sageattention2, "sageattention2"}};
 
 template <class Enum, std::size_t n>
 std::string_view name_of(const Named<Enum> (&table)[n], Enum value) {
@@ -204,6 +209,12 @@ const std::vector<StageInfo>& stage_list() {
       {"smooth-k", "on|off", "K minus its mean over all keys"},
       {"smooth-v", "on|off", "V minus its mean over all keys (the output takes it back)"},
       {"key-mean-chunk", "N", "keys per double partial sum of the K and V means (0: one sum in order)"},
+      {"key-mean-format", "fp32|fp16|bf16",
+       "K's mean as fp32, or rounded to a half format as PyTorch's k.mean() (SageAttention2's wrapper; a half format "
+       "follows the inputs')"},
+      {"key-residual-format", "fp32|fp16|bf16",
+       "K - mean as one fp32 subtraction, or rounded to a half format as PyTorch's k - km (a half format follows the "
+       "inputs')"},
       {"transform", "none|smoothattn[:ALPHA]|hadamard[:SEED]", "Q, K transform before smoothing (SageAttention2 §4.1 baselines)"},
       {"qk", "INSTRUCTION|fp32-fma|fp32-fma:INSTRUCTION|wide:INSTRUCTION",
        "the QK^T instruction (registry name; nN: n = block-kv); fp32-fma: fp32 fmas of the operands' values; wide: the "
@@ -219,10 +230,15 @@ const std::vector<StageInfo>& stage_list() {
       {"exp2-argument", "rounded|fused",
        "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
        "(one; SageAttention2's kernel)"},
-      {"softmax", "contract|flash2|flash3",
+      {"softmax", "contract|flash2|flash3|sage2-sm90",
        "the per-row softmax steps: the contract's (kernel_steps.hpp), PyTorch's FlashAttention-2 as released "
-       "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's), or FlashAttention-3's "
-       "Hopper forward as released (flash3_steps.hpp; fast math, P offset by p's log2, the kernel's descales)"},
+       "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's), FlashAttention-3's "
+       "Hopper forward as released (flash3_steps.hpp; fast math, P offset by p's log2, the kernel's descales), or "
+       "SageAttention2's Hopper kernel as released (sage2_sm90_steps.hpp; per-thread scales in the exponent's fma, "
+       "the kernel's log2 LSE)"},
+      {"quantizers", "ieee|sageattention2",
+       "the arithmetic of Q's, K's and V's quantizers: IEEE division, or SageAttention2's released ones (Triton's "
+       "div.full with MUFU.RCP and add-half truncation for Q and K, fast-math CUDA for V)"},
       {"descale", "Q,K,V", "softmax flash3: the kernel's q_descale, k_descale, v_descale (three positive numbers)"},
       {"output", "fp32|fp16|bf16", "the output's format (rounded to nearest even)"},
   };
@@ -333,10 +349,18 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     if (!argument) return error("not rounded or fused");
     pl.exponential.argument = *argument;
   } else if (key == "softmax") {
-    if (value == "contract") pl.softmax = Softmax::contract;
-    else if (value == "flash2") pl.softmax = Softmax::flash2;
-    else if (value == "flash3") pl.softmax = Softmax::flash3;
-    else return error("not contract, flash2 or flash3");
+    const auto softmax = parse_enum(kSoftmaxes, value);
+    if (!softmax) return error("not contract, flash2, flash3 or sage2-sm90");
+    pl.softmax = *softmax;
+  } else if (key == "quantizers") {
+    const auto quantizers = parse_enum(kQuantizers, value);
+    if (!quantizers) return error("not ieee or sageattention2");
+    pl.quantizers = *quantizers;
+  } else if (key == "key-mean-format" || key == "key-residual-format") {
+    const ParsedFormat f = parse_format(value);
+    if (!f.format || !(*f.format == formats::fp32 || *f.format == formats::fp16 || *f.format == formats::bf16))
+      return error("not fp32, fp16 or bf16");
+    (key == "key-mean-format" ? pl.smoothing.key_mean_format : pl.smoothing.key_residual_format) = *f.format;
   } else if (key == "descale") {
     const auto parts = split(value, ',');
     std::optional<float> d[3];
@@ -374,6 +398,8 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"smooth-k", on(pl.smoothing.k)},
       {"smooth-v", on(pl.smoothing.v)},
       {"key-mean-chunk", std::to_string(pl.smoothing.key_mean_chunk)},
+      {"key-mean-format", format_name(pl.smoothing.key_mean_format)},
+      {"key-residual-format", format_name(pl.smoothing.key_residual_format)},
       {"transform", transform},
       {"qk", pl.qk.text()},
       {"pv", pl.pv.text()},
@@ -383,7 +409,8 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
       {"exp2", pl.exponential.name()},
       {"exp2-argument", std::string(name_of(kExpArguments, pl.exponential.argument))},
-      {"softmax", pl.softmax == Softmax::flash2 ? "flash2" : pl.softmax == Softmax::flash3 ? "flash3" : "contract"},
+      {"softmax", std::string(name_of(kSoftmaxes, pl.softmax))},
+      {"quantizers", std::string(name_of(kQuantizers, pl.quantizers))},
       {"descale", fmt::format("{},{},{}", pl.descale.q, pl.descale.k, pl.descale.v)},
       {"output", format_name(pl.output)},
   };

@@ -194,6 +194,36 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     if (p.scale != PScale::static_exponent || p.log2_scale != std::floor(p.log2_scale) || p.log2_scale < 0)
       return "softmax=flash3 offsets the row maximum by a whole power of two (p=FORMAT:log2=N, N >= 0)";
   }
+  if (softmax == Softmax::sage2_sm90) {
+    const char* kernel = "softmax=sage2-sm90 is SageAttention2's sm90 kernel: ";
+    if (q.element != formats::int8 || k.element != formats::int8 || q.granularity != k.granularity ||
+        (q.granularity != Granularity::per_thread && q.granularity != Granularity::per_warp))
+      return std::string(kernel) + "INT8 Q and K per thread or per warp (q=int8:per-thread, k=int8:per-thread, or per-warp)";
+    if (v.element != formats::e4m3 || v.granularity != Granularity::per_channel)
+      return std::string(kernel) + "per-channel E4M3 V (v=e4m3:per-channel)";
+    if (tiling.block_q != 64 || tiling.block_kv != 128 || tiling.warps != 4 || tiling.kv_order != KvOrder::ascending ||
+        tiling.block_kv_causal != 0)
+      return std::string(kernel) + "64 x 128 tiles of one warpgroup, KV blocks ascending";
+    if (smoothing.q || smoothing.v || smoothing.transform != Transform::none)
+      return std::string(kernel) + "K smoothing alone (smooth-k), no Q or V smoothing or transform";
+    if (qk.on_values() || pv.on_values() || accumulation.mode != Accumulation::two_level ||
+        (accumulation.mmas_per_flush != 0 && accumulation.mmas_per_flush != tiling.block_kv / 32))
+      return std::string(kernel) + "the wgmma instructions, P V flushed into o once per KV block (two-level)";
+    if (p.format != formats::e4m3 || p.scale != PScale::static_exponent)
+      return std::string(kernel) + "E4M3 P offset by a static log2 (p=e4m3:log2=8.807)";
+    if (head_dim > 128 || value_dim != head_dim)
+      return fmt::format("{}head dimensions up to 128 (its wrapper's 'Unsupported head_dim'), V's as Q's and K's, not {} "
+                         "and {}", kernel, head_dim, value_dim);
+  }
+  if (quantizers == Quantizers::sageattention2) {
+    if (!q.element.is_integer() || !k.element.is_integer() || v.element.is_integer())
+      return "quantizers=sageattention2 are SageAttention2's integer Q, K and floating V quantizers";
+    for (const auto* op : {&q, &k, &v})
+      if (op->granularity == Granularity::nvfp4 || op->granularity == Granularity::mx)
+        return "quantizers=sageattention2 have fp32 scales, not block scales (nvfp4, mx)";
+  }
+  if ((smoothing.key_mean_format != formats::fp32 || smoothing.key_residual_format != formats::fp32) && !smoothing.k)
+    return "key-mean-format and key-residual-format round K's mean and K - mean: they need smooth-k=on";
   if (auto why = descale.validate()) return why;
   if (softmax != Softmax::flash3 && (descale.q != 1.0f || descale.k != 1.0f || descale.v != 1.0f))
     return "descale is FlashAttention-3's (softmax=flash3)";
@@ -347,8 +377,26 @@ quant::QuantSpec Pipeline::quant_spec(Role role) const {
       break;
   }
   s.grouping.col_multiple = role == Role::v && block_scaled(op.granularity) ? tiling.block_kv : k_depth;
+  if (quantizers == Quantizers::sageattention2 && op.granularity != Granularity::none) {
+    if (role == Role::v) {
+      s.arithmetic = quant::Arithmetic::cuda_fast_math;  // per_channel_fp8's scale_fuse_quant_cuda
+    } else if (op.granularity != Granularity::per_thread) {
+      s.arithmetic = quant::Arithmetic::cuda_fast_math;  // per_warp_int8's QuantInt8Kernel: amax from 1e-7
+      s.scale.amax_floor = 1e-7f;
+    } else {
+      s.arithmetic = quant::Arithmetic::triton_div_full;  // quant_per_thread.py: amax / 127. + 0.0000001
+      s.scale.epsilon = 1e-7f;
+      s.conversion.rounding = Rounding::toward_zero;
+    }
+  }
   s.name = std::string(to_string(role)) + " " + op.text();
   return s;
+}
+
+void follow_inputs(Pipeline& pipeline, const Format& inputs) {
+  if (!pipeline.kernel_output) pipeline.output = inputs;
+  for (Format* f : {&pipeline.smoothing.key_mean_format, &pipeline.smoothing.key_residual_format})
+    if (*f != formats::fp32 && (inputs == formats::fp16 || inputs == formats::bf16)) *f = inputs;
 }
 
 }  // namespace lowbit::attention

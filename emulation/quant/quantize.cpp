@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "emulation/sfu/rcp.hpp"
 #include "numerics/nonfinite.hpp"
 
 namespace lowbit::quant {
@@ -88,6 +89,19 @@ std::optional<std::string> QuantSpec::validate() const {
   }
   if (outer != OuterScale::none && scale.format == formats::fp32)
     return "an outer scale is amax / (max_finite(scale format) * target): it needs a narrow scale format, not fp32";
+  if (arithmetic != Arithmetic::ieee) {
+    if (scale.rule != ScaleRule::amax || outer != OuterScale::none || scale.format != formats::fp32 ||
+        scale.rounding != ScaleRounding::nearest_even)
+      return "arithmetic " + std::string(to_string(arithmetic)) +
+             " is a kernel's quantizer: the amax rule, an fp32 scale, no outer scale";
+    if (multiply_by_reciprocal) return "multiply_by_reciprocal is the ieee arithmetic's";
+  }
+  if (arithmetic == Arithmetic::triton_div_full && (!element.is_integer() || conversion.rounding != Rounding::toward_zero))
+    return "arithmetic triton_div_full adds one half and truncates: an integer element with toward_zero conversion";
+  if (scale.epsilon != 0 && arithmetic != Arithmetic::triton_div_full)
+    return "scale epsilon belongs to the triton_div_full arithmetic";
+  if (scale.amax_floor != 0 && arithmetic != Arithmetic::cuda_fast_math)
+    return "scale amax_floor belongs to the cuda_fast_math arithmetic";
   if (nonfinite == NonFinitePolicy::propagate && !element.has_nan() && !scale.format.has_nan())
     return "nonfinite=propagate: neither the element format " + format_name(element) + " nor the scale format " +
            format_name(scale.format) + " has a NaN to carry a non-finite input";
@@ -177,14 +191,24 @@ Code nonfinite_code(const Format& element, float v) {
   return encode(element, double(v), {.overflow = element.has_inf() ? Overflow::inf : Overflow::nan});
 }
 
+// One float32 rounding each, never contracted into an fma (the kernels round each step).
+inline float mul_rn(float a, float b) { volatile float r = a * b; return r; }
+inline float add_rn(float a, float b) { volatile float r = a + b; return r; }
+
 // Marks a group whose values the element format cannot hold: NaN scale (zero codes follow).
 void poison_scale(const QuantSpec& spec, Code& code, float& value) {
   code = encode(spec.scale.format, std::numeric_limits<double>::quiet_NaN());
   value = std::numeric_limits<float>::quiet_NaN();
 }
 
+// A group's amax as the kernel's arithmetic starts it (cuda_fast_math: from its floor).
+inline float kernel_amax(const QuantSpec& spec, float amax) {
+  return spec.arithmetic == Arithmetic::cuda_fast_math ? std::max(amax, spec.scale.amax_floor) : amax;
+}
+
 // The scale of a group from its amax (or the fixed scale).
 void set_scale(const QuantSpec& spec, float amax, Code& code, float& value) {
+  amax = kernel_amax(spec, amax);
   const ScaleSpec& s = spec.scale;
   double scale;
   // Narrow scale formats saturate (cvt ... satfinite); fp32 keeps an overflow as Inf.
@@ -197,6 +221,11 @@ void set_scale(const QuantSpec& spec, float amax, Code& code, float& value) {
     int exponent = 0;
     std::frexp(amax, &exponent);  // amax = f * 2^exponent, f in [0.5, 1)
     scale = amax > 0 ? std::ldexp(1.0, exponent - 1 - max_exponent(spec.element)) : 0.0;  // amax is finite
+  } else if (spec.arithmetic != Arithmetic::ieee) {
+    // The compilers turn amax / target into a product by the constant fl(1 / target).
+    const float inverse_target = float(1.0 / spec.target());
+    scale = spec.arithmetic == Arithmetic::triton_div_full ? std::fma(amax, inverse_target, s.epsilon)
+                                                           : double(mul_rn(amax, inverse_target));
   } else {
     scale = double(amax / float(spec.target()));  // float32 division, as the kernels do
     to_scale.rounding = s.rounding == ScaleRounding::toward_positive ? Rounding::toward_positive
@@ -206,6 +235,31 @@ void set_scale(const QuantSpec& spec, float amax, Code& code, float& value) {
   code = encode(s.format, scale, to_scale);
   value = float(decode(s.format, code));
 }
+
+// x1 / s as the spec's arithmetic computes it, before the element conversion; `factor` is
+// quotient_factor's for the group.
+inline float quotient(const QuantSpec& spec, float x, float s, float factor) {
+  switch (spec.arithmetic) {
+    case Arithmetic::ieee: return spec.multiply_by_reciprocal ? x * factor : x / s;
+    case Arithmetic::triton_div_full: {
+      const float y = mul_rn(x, factor);
+      return add_rn(y, y >= 0.0f ? 0.5f : -0.5f);  // then truncated (cvt.rzi)
+    }
+    case Arithmetic::cuda_fast_math: return mul_rn(x, factor);
+  }
+  return x / s;
+}
+// What x1 is multiplied by in quotient(), once per group: fl(1 / s), rcp(s), fl(target * rcp(amax)).
+inline float quotient_factor(const QuantSpec& spec, float s, float amax) {
+  switch (spec.arithmetic) {
+    case Arithmetic::ieee: return 1.0f / s;
+    case Arithmetic::triton_div_full: return sfu::sm90_rcp(s);
+    case Arithmetic::cuda_fast_math: return mul_rn(float(spec.target()), sfu::sm90_rcp(kernel_amax(spec, amax)));
+  }
+  return 1.0f / s;
+}
+// A zero scale gives zero codes, except where the kernel's arithmetic runs on (fast math: NaN).
+inline bool zero_codes(const QuantSpec& spec, float s) { return s == 0 && spec.arithmetic != Arithmetic::cuda_fast_math; }
 
 float outer_scale(const QuantSpec& spec, float amax) {
   const float divisor = float(max_finite(spec.scale.format) * spec.target());
@@ -313,9 +367,11 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
       group_amax[g] = abs_max_step(group_amax[g], spec.outer == OuterScale::none ? a : a / q.outer_of(r));
       if (!segment_unheld.empty() && segment_unheld[segment]) group_poisoned[g] = 1;
     }
+  std::vector<float> group_factor(group_amax.size());
   for (std::size_t g = 0; g < group_amax.size(); ++g) {
     set_scale(spec, group_amax[g], q.scale_codes[g], q.scales[g]);
     if (!group_poisoned.empty() && group_poisoned[g]) poison_scale(spec, q.scale_codes[g], q.scales[g]);
+    group_factor[g] = quotient_factor(spec, q.scales[g], group_amax[g]);
   }
 
   // Pass 2: scale into a row buffer (float32), then convert the span.
@@ -328,7 +384,7 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
       const std::size_t first = std::size_t(r) * std::size_t(cols) + std::size_t(cg * block);
       const float* x_first = xp.data() + first;
       Code* out = q.codes.data() + first;
-      if (s == 0 || std::isnan(s)) {  // all zero, or poisoned by a value the element cannot hold
+      if (zero_codes(spec, s) || std::isnan(s)) {  // all zero, or poisoned by a value the element cannot hold
         std::fill(out, out + block, zero_code);
       } else {
         const float* in = x_first;
@@ -337,9 +393,9 @@ void quantize_into(const MatrixF& x, const QuantSpec& spec, QuantizedTensor& q, 
           for (int c = 0; c < block; ++c) y[c] = in[c] / so;
           in = y;
         }
-        if (spec.multiply_by_reciprocal) {
-          const float reciprocal = 1.0f / s;
-          for (int c = 0; c < block; ++c) y[c] = in[c] * reciprocal;
+        if (spec.multiply_by_reciprocal || spec.arithmetic != Arithmetic::ieee) {
+          const float factor = group_factor[std::size_t(q.group_of(r, cg * block))];
+          for (int c = 0; c < block; ++c) y[c] = quotient(spec, in[c], s, factor);
         } else {
           for (int c = 0; c < block; ++c) y[c] = in[c] / s;
         }
@@ -395,7 +451,7 @@ QuantizedTensor quantize_reference(const MatrixF& x, const QuantSpec& spec, std:
         q.codes(r, c) = nonfinite_code(spec.element, x1(r, c));
         continue;
       }
-      const float y = s == 0 || poisoned[g] ? 0.0f : spec.multiply_by_reciprocal ? x1(r, c) * (1.0f / s) : x1(r, c) / s;
+      const float y = zero_codes(spec, s) || poisoned[g] ? 0.0f : quotient(spec, x1(r, c), s, quotient_factor(spec, s, amax[g]));
       q.codes(r, c) = encode(spec.element, double(y), spec.conversion, std::uint64_t(r) * std::uint64_t(cols) + c);
     }
   return q;
@@ -501,7 +557,18 @@ constexpr std::pair<ScaleRounding, std::string_view> kScaleRoundingNames[]{
     {ScaleRounding::toward_zero, "down"},
     {ScaleRounding::ocp_floor, "ocp-floor"},
 };
+constexpr std::pair<Arithmetic, std::string_view> kArithmeticNames[]{
+    {Arithmetic::ieee, "ieee"},
+    {Arithmetic::triton_div_full, "triton_div_full"},
+    {Arithmetic::cuda_fast_math, "cuda_fast_math"},
+};
 }  // namespace
+
+std::string_view to_string(Arithmetic a) {
+  for (auto [value, name] : kArithmeticNames)
+    if (value == a) return name;
+  return "?";
+}
 
 std::string_view to_string(ScaleRounding r) {
   for (auto [value, name] : kScaleRoundingNames)

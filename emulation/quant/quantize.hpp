@@ -14,6 +14,16 @@
 //       fixed rule: s = scale.fixed_value (P in SageAttention2: 1/448)
 //  3. Codes: c = encode(element, x1 / s) with the conversion options (rounding, saturation);
 //     x1 * (1/s) instead when multiply_by_reciprocal. A group whose s is 0 gets zero codes.
+//  Arithmetic (steps 2 and 3 as a released kernel's quantizer computes them; ieee above):
+//     triton_div_full  SageAttention's Triton quantizers on sm_90, whose x / y is div.full.f32 and
+//                      which ptxas folds with the + epsilon into one FFMA by the constant 1 / target:
+//                      s = fma(amax, fl(1 / target), epsilon), y = fl(x1 * rcp(s)) with MUFU.RCP
+//                      (sfu/rcp.hpp), c = encode(element, fl(y + (y >= 0 ? 0.5 : -0.5))) truncated
+//                      (conversion toward_zero, as cvt.rzi).
+//     cuda_fast_math   SageAttention's fused CUDA quantizers (nvcc --use_fast_math): amax = max(amax,
+//                      scale.amax_floor), s = fl(amax * fl(1 / target)), y = fl(x1 * fl(target *
+//                      rcp(amax))), c by the conversion options; no zero-scale case: an all-zero group
+//                      without a floor gets 0 * inf = NaN, the element's NaN code, as on the GPU.
 // Dequantization (mirrors the GPU, float32): x' = (decode(c) * s) * s_o, two float32 products
 // in that order. A matmul of two row-scaled operands dequantizes once per thread:
 //       S = float(exact integer or float sum of code products) * float(s_a * s_b).
@@ -100,11 +110,16 @@ struct ScaleSpec {
   ScaleRule rule = ScaleRule::amax;
   double fixed_value = 1.0;  // rule fixed
   double target = 0;         // 0: max_finite(element)
+  float epsilon = 0;         // arithmetic triton_div_full: added in the scale's fma (SageAttention: 1e-7)
+  float amax_floor = 0;      // arithmetic cuda_fast_math: where amax starts (SageAttention's INT8 kernels: 1e-7)
   Format format = formats::fp32;
   ScaleRounding rounding = ScaleRounding::nearest_even;
 };
 
 enum class OuterScale : std::uint8_t { none, per_tensor, per_row };
+
+// How a group's scale and the quotients x1 / s are computed (the header's steps 2 and 3).
+enum class Arithmetic : std::uint8_t { ieee, triton_div_full, cuda_fast_math };
 
 enum class NonFinitePolicy : std::uint8_t {
   refuse,     // NaN/Inf in the input: std::invalid_argument with count and first index
@@ -124,6 +139,7 @@ struct QuantSpec {
   OuterScale outer = OuterScale::none;
   ConversionOptions conversion;  // element rounding (GPU cvt.rni: nearest_even) and overflow
   bool multiply_by_reciprocal = false;
+  Arithmetic arithmetic = Arithmetic::ieee;
   NonFinitePolicy nonfinite = NonFinitePolicy::refuse;
   Padding padding = Padding::zero;
 
@@ -193,5 +209,6 @@ QuantSpec sage3_p_direct();
 }  // namespace presets
 
 std::string_view to_string(ScaleRounding r);
+std::string_view to_string(Arithmetic a);
 
 }  // namespace lowbit::quant

@@ -186,6 +186,10 @@ class Sage2:
 
     def quantize(self, q, k, v, smooth_k=True):
         """Everything core.py does before the attention kernel; returns the kernel's inputs."""
+        return self.operands(q, k, v, smooth_k)[:6]
+
+    def operands(self, q, k, v, smooth_k=True):
+        """quantize's six kernel inputs, then K's mean (None without smooth_k)."""
         head_dim_og = q.size(-1)
         pad_to = 64 if head_dim_og < 64 else 128 if 64 < head_dim_og < 128 else head_dim_og  # as core.py
         if head_dim_og > 128:
@@ -212,12 +216,14 @@ class Sage2:
         if v_pad_len > 0:
             v = torch.cat([v, torch.zeros(v.size(0), v.size(1), v_pad_len, v.size(3), dtype=v.dtype, device=v.device)], dim=2)
         v_fp8, v_scale = self.per_channel_fp8(v)
-        return q_int8, k_int8, v_fp8, q_scale, k_scale, v_scale
+        return q_int8, k_int8, v_fp8, q_scale, k_scale, v_scale, km
 
-    def kernel(self, q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, causal, sm_scale):
+    def kernel(self, q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, causal, sm_scale, return_lse=False):
+        """Writes o; returns the kernel's LSE ([batch, heads, tokens], log2 units with the P offset) with
+        return_lse, else an empty tensor."""
         return self.qattn.qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf(
             q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, self.LAYOUT_HND, int(causal),
-            self.GRANULARITY[self.qk_quant_gran], sm_scale, 0)
+            self.GRANULARITY[self.qk_quant_gran], sm_scale, int(return_lse))
 
     def attention(self, q, k, v, causal):
         """sageattn_qk_int8_pv_fp8_cuda_sm90(q, k, v, "HND", causal) with its defaults, from fp16 q, k, v."""

@@ -31,7 +31,7 @@ namespace {
 
 struct AttentionArgs {
   std::string command;
-  std::string preset, q, k, v, out, metrics_json, out_lse, against, against_lse, descale;
+  std::string preset, q, k, v, out, metrics_json, out_lse, against, against_lse, descale, key_mean;
   std::vector<std::string> sets;
   bool causal = false;
   unsigned threads = 0;
@@ -78,7 +78,7 @@ std::string help_footer() {
 
 attention::Pipeline make_pipeline(const AttentionArgs& a, const TensorFile& q, const TensorFile& v) {
   attention::Pipeline pipeline = attention::preset(a.preset, q.tensor.dim);
-  if (!pipeline.kernel_output) pipeline.output = format_of(q.type);
+  attention::follow_inputs(pipeline, format_of(q.type));
   for (const auto& s : a.sets)
     if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument("--set " + s + ": " + *why);
   if (auto why = pipeline.validate(q.tensor.dim, v.tensor.dim))
@@ -97,6 +97,11 @@ attention::ForwardResult emulate(const AttentionArgs& a, const attention::Pipeli
       throw std::invalid_argument("--descale " + a.descale + ": FlashAttention-3's descales are [3, batch, kv_heads] (q, k, v)");
     options.descales = std::move(d.data);
     options.descales_name = a.descale;
+  }
+  if (!a.key_mean.empty()) {  // [batch, kv_heads, 1, dim] as torch's keepdim mean, or [batch, kv_heads, dim]
+    NpyArray m = read_npy(a.key_mean);
+    options.key_means = std::move(m.data);
+    options.key_means_name = "--key-mean " + a.key_mean;
   }
   return attention::forward(pipeline, q.tensor, k.tensor, v.tensor, options);
 }
@@ -305,6 +310,10 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
                   "fa3-fp8: FlashAttention-3's q_descale, k_descale, v_descale tensors (.npy, [3, batch, kv_heads]) for "
                   "Q, K, V of E4M3 values as the kernel reads them (with --set q=e4m3:none --set k=e4m3:none --set "
                   "v=e4m3:none)");
+  cmd->add_option("--key-mean", args->key_mean,
+                  "sageattn2-sm90: K's mean as SageAttention2's wrapper computed it (.npy, [batch, kv_heads, 1, dim] or "
+                  "[batch, kv_heads, dim]; torch's k.mean(), whose reduction order is not modelled), in place of the "
+                  "emulated one");
   cmd->add_option("--out", args->out, "write the rounded output here (.npy, float32, [batch, heads, tokens, dim])");
   cmd->add_option("--out-lse", args->out_lse, "write the emulated log-sum-exp here (.npy, float32, [batch, heads, tokens])");
   cmd->add_option("--against", args->against,

@@ -1,7 +1,9 @@
 // lowbit run NAME [OPTIONS]: one experiment of experiments/run/registry.hpp (its own --help lists
 // its options); lowbit run all [OPTIONS]: every one registered for it in turn, each into OUT/NAME,
-// then a summary table. lowbit plot DIR: the plots of a results folder (plots/plot_run.py), which
-// run also draws.
+// then a summary table. lowbit run-merge OUT SHARD...: the parts of one sweep (lowbit run NAME
+// --shard I/N, experiments/run/harness.hpp) joined: the experiment run again with the first shard's
+// options and --merge, which reads every item from the shards. lowbit plot DIR: the plots of a
+// results folder (plots/plot_run.py), which run and run-merge also draw.
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -12,8 +14,10 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "experiments/cli/command.hpp"
+#include "experiments/run/harness.hpp"
 #include "experiments/run/registry.hpp"
 
 namespace lowbit::cli {
@@ -51,27 +55,42 @@ int run_one(const Experiment& e, const std::vector<std::string>& args) {
   return e.run(int(words.size()), argv.data());
 }
 
-// The value of --out in args (empty when absent), and args without it.
-std::string take_out(std::vector<std::string>& args) {
-  std::string out;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--out" && i + 1 < args.size()) {
-      out = args[i + 1];
-      args.erase(args.begin() + std::ptrdiff_t(i), args.begin() + std::ptrdiff_t(i + 2));
-      --i;
-    } else if (args[i].rfind("--out=", 0) == 0) {
-      out = args[i].substr(6);
-      args.erase(args.begin() + std::ptrdiff_t(i));
-      --i;
-    }
-  }
-  return out;
-}
-
 bool asks_for_help(const std::vector<std::string>& args) {
   for (const auto& a : args)
     if (a == "--help" || a == "-h") return true;
   return false;
+}
+
+// The value of option `name` ("--out") in args (empty when absent), and args without it.
+std::string take_option(std::vector<std::string>& args, const std::string& name) {
+  std::string value;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == name && i + 1 < args.size()) {
+      value = args[i + 1];
+      args.erase(args.begin() + std::ptrdiff_t(i), args.begin() + std::ptrdiff_t(i + 2));
+      --i;
+    } else if (args[i].rfind(name + "=", 0) == 0) {
+      value = args[i].substr(name.size() + 1);
+      args.erase(args.begin() + std::ptrdiff_t(i));
+      --i;
+    }
+  }
+  return value;
+}
+
+// Runs experiment e with args, then draws its plots into its --out folder, unless a shard
+// (its folder holds a part of the results; the merge draws them).
+int run_and_plot(const Experiment& e, const std::vector<std::string>& args, const PlotSettings& plots) {
+  int exit_code = run_one(e, args);
+  std::vector<std::string> copy = args;
+  std::string out = take_option(copy, "--out");
+  if (exit_code == 0 && plots.enabled && e.in_run_all && !asks_for_help(args) && take_option(copy, "--shard").empty()) {
+    if (out.empty()) out = std::string(LOWBIT_DEFAULT_RESULTS_DIR) + "/" + std::string(e.name);
+    const int p = plot(plots, out);
+    if (p == 77) std::cerr << "lowbit run: no plots: matplotlib is missing for " << plots.python << "\n";
+    else if (p != 0) exit_code = 1;
+  }
+  return exit_code;
 }
 
 std::string list_text() {
@@ -85,7 +104,11 @@ std::string list_text() {
 }
 
 int run_all(std::vector<std::string> args, const PlotSettings& plots) {
-  std::string root = take_out(args);
+  if (std::vector<std::string> copy = args; !take_option(copy, "--shard").empty() || !take_option(copy, "--merge").empty()) {
+    std::cerr << "lowbit run all: --shard and --merge split one experiment's sweep: lowbit run NAME --shard I/N\n";
+    return 2;
+  }
+  std::string root = take_option(args, "--out");
   if (root.empty()) root = LOWBIT_DEFAULT_RESULTS_DIR;
   struct Done {
     std::string name, status, headline, dir;
@@ -145,7 +168,9 @@ void add_run_commands(CLI::App& app, int& exit_code) {
   run->callback([run, &exit_code]() {
     std::vector<std::string> args = run->remaining();
     if (args.empty() || args[0] == "--list" || args[0] == "--help" || args[0] == "-h") {
-      std::cout << "usage: lowbit run NAME [OPTIONS] | lowbit run all [OPTIONS] [--no-plots]\n\n" << list_text();
+      std::cout << "usage: lowbit run NAME [OPTIONS] | lowbit run all [OPTIONS] [--no-plots]\n"
+                   "       lowbit run NAME [OPTIONS] --shard I/N --out DIR_I (I = 1..N), then lowbit run-merge OUT DIR_1 ... DIR_N\n\n"
+                << list_text();
       exit_code = args.empty() ? 2 : 0;
       return;
     }
@@ -166,19 +191,48 @@ void add_run_commands(CLI::App& app, int& exit_code) {
     }
     for (const auto& e : experiments::experiment_registry())
       if (e.name == name) {
-        exit_code = run_one(e, args);
-        if (exit_code == 0 && plots.enabled && e.in_run_all && !asks_for_help(args)) {
-          std::vector<std::string> copy = args;
-          std::string out = take_out(copy);
-          if (out.empty()) out = std::string(LOWBIT_DEFAULT_RESULTS_DIR) + "/" + name;
-          const int p = plot(plots, out);
-          if (p == 77) std::cerr << "lowbit run: no plots: matplotlib is missing for " << plots.python << "\n";
-          else if (p != 0) exit_code = 1;
-        }
+        exit_code = run_and_plot(e, args, plots);
         return;
       }
     std::cerr << "lowbit run: unknown experiment '" << name << "'\n" << list_text();
     exit_code = 2;
+  });
+
+  auto* merge = app.add_subcommand(
+      "run-merge",
+      "join the shards of a sweep (lowbit run NAME --shard I/N --out DIR, I = 1..N) into OUT: the files and plots "
+      "lowbit run NAME --out OUT writes, byte for byte but the provenance lines");
+  static std::string merge_out;
+  static std::vector<std::string> shard_dirs;
+  merge->add_option("OUT", merge_out, "the folder to write")->required();
+  merge->add_option("SHARDS", shard_dirs, "the shards' folders, every part I/N once, in any order; they must have "
+                                          "run one experiment with the same options at the same git SHA")
+      ->required();
+  merge->add_flag_callback("--no-plots", [] { plots.enabled = false; }, "do not draw the plots");
+  merge->add_option("--python", plots.python, "the Python with matplotlib")->capture_default_str();
+  merge->callback([&exit_code]() {
+    // The experiment and its options are the first shard's; the merge checks every shard against them.
+    nlohmann::json manifest;
+    try {
+      manifest = experiments::read_shard(shard_dirs.front());
+    } catch (const std::exception& e) {
+      std::cerr << "lowbit run-merge: " << e.what() << "\n";
+      exit_code = 1;
+      return;
+    }
+    const std::string name = manifest.at("experiment").get<std::string>();
+    for (const auto& e : experiments::experiment_registry())
+      if (e.name == name) {
+        std::vector<std::string> args = manifest.at("args").get<std::vector<std::string>>();
+        take_option(args, "--out");
+        take_option(args, "--shard");
+        args.insert(args.end(), {"--out", merge_out, "--merge"});
+        args.insert(args.end(), shard_dirs.begin(), shard_dirs.end());
+        exit_code = run_and_plot(e, args, plots);
+        return;
+      }
+    std::cerr << "lowbit run-merge: " << shard_dirs.front() << " is a shard of '" << name << "', which this lowbit lacks\n";
+    exit_code = 1;
   });
 
   auto* plot_cmd = app.add_subcommand("plot", "draw the plots of a results folder (lowbit run NAME writes one)");

@@ -75,16 +75,27 @@ int run_accumulator(int argc, char** argv) {
         const auto sweep_variant = [](const std::string& label, bool smooth_v, int keys) {
           return fmt::format("{}, smooth V {} @ {} keys", label, smooth_v ? "on" : "off", keys);
         };
-        int steps = 4 * int(datasets.size());
-        for (const Sweep& s : sweeps) steps += int(s.lengths.size() * accumulators.size() * 2);
-        Progress progress(name, steps);
+        std::size_t steps = 0;
+        for (const Dataset& d : datasets) steps += 4 * parts_of(d).size();
+        for (const Sweep& s : sweeps) steps += s.lengths.size() * accumulators.size() * 2 * parts_of(s.base).size();
+        Progress progress(name, int(steps));
         References references(o.threads);
+        // Each variant on each part of the dataset (a work item each).
         const auto run = [&](const Variant& v, const Dataset& d) {
           const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
           results.record_pipeline(v.name, p);
-          const Evaluation e = evaluate(p, d, references.of(d), o.threads);
-          results.add(v.name, d, e);
-          progress.step(fmt::format("{} on {}: rel L1 {:.4g}", v.name, d.name, results.summary(v.name, d.name).rel_l1_mean));
+          for (const HeadRange& range : parts_of(d)) {
+            const std::string where = part_name(d, range);
+            const auto r = results.item(d, v.name + " on " + where, [&] {
+              const Dataset dp = part(d, range);
+              return ItemResult{{{v.name, evaluate(p, dp, references.of(dp), o.threads)}}, {}};
+            });
+            if (!r) {
+              progress.skip();
+              continue;
+            }
+            progress.step(fmt::format("{} on {}: rel L1 {:.4g}", v.name, where, results.summary(v.name, d.name).rel_l1_mean));
+          }
         };
         for (const Sweep& s : sweeps)
           for (int n : s.lengths) {
@@ -117,6 +128,7 @@ int run_accumulator(int argc, char** argv) {
               if (in_place) v.sets.push_back("accumulation=in-place");
               run(v, d);
             }
+        if (results.finish_shard()) return;
 
         std::string headline;
         for (const Sweep& s : sweeps) {

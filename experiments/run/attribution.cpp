@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -90,13 +91,16 @@ int run_attribution(int argc, char** argv) {
       [&](const CommonOptions& o) {
         const std::vector<Dataset> datasets = load_datasets(o);
         ExperimentResults results(name, o, argc, argv);
-        std::string csv = "pipeline,dataset,metric,factor,added,shapley,removed,total,exact\n";
-        std::string tables, headline;
+        // The sweep: every combination of every preset on every dataset; v(S) per metric: the mean over heads.
+        struct Values {
+          std::vector<double> mse, l1, one_minus_cos;
+        };
+        std::map<std::pair<std::string, std::string>, Values> sums;  // (preset, dataset)
+        std::map<std::string, std::vector<std::string>> sources_of;     // the sources each preset has
         std::vector<std::string> shown;
         nlohmann::json sources_json = nlohmann::json::object();
         for (const std::string& preset : pipelines) {
-          // The sources this preset has.
-          std::vector<std::string> mine;
+          std::vector<std::string>& mine = sources_of[preset];
           for (const std::string& s : sources) {
             const attention::Pipeline full = attention::preset(preset, datasets.front().q.dim);
             if (s == "exp2" && full.exponential.exact) continue;
@@ -105,27 +109,52 @@ int run_attribution(int argc, char** argv) {
           }
           sources_json[preset] = mine;
           const unsigned combos = 1u << mine.size();
-          Progress progress(name + " " + preset, int(combos * datasets.size()));
+          std::size_t steps = 0;
+          for (const Dataset& d : datasets) steps += combos * parts_of(d).size();
+          Progress progress(name + " " + preset, int(steps));
           References references(o.threads);
           for (const Dataset& d : datasets) {
             const attention::Pipeline full = attention::preset(preset, d.q.dim);
-            // v(S) per metric: mean over heads.
-            std::vector<double> mse(combos), l1(combos), one_minus_cos(combos);
+            const std::vector<HeadRange> ranges = parts_of(d);
+            std::vector<Dataset> parts;
+            for (const HeadRange& r : ranges) parts.push_back(part(d, r));
+            Values& v_of = sums[{preset, d.name}];
+            for (auto* v : {&v_of.mse, &v_of.l1, &v_of.one_minus_cos}) v->assign(combos, 0.0);
+            const double heads = d.q.heads;
             for (unsigned mask = 0; mask < combos; ++mask) {
               const Variant v{combination_name(preset, mine, mask), preset, combination(full, mine, mask)};
               const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
               results.record_pipeline(v.name, p);
-              const Evaluation e = evaluate(p, d, references.of(d), o.threads);
-              results.add(v.name, d, e);
-              for (const HeadError& h : e.heads) {
-                mse[mask] += h.metrics.rmse * h.metrics.rmse / double(e.heads.size());
-                l1[mask] += h.metrics.relative_l1 / double(e.heads.size());
-                one_minus_cos[mask] += (1 - h.metrics.cosine) / double(e.heads.size());
-              }
               if (std::popcount(mask) <= 1 || std::popcount(mask) >= int(mine.size()) - 1)
                 if (std::find(shown.begin(), shown.end(), v.name) == shown.end()) shown.push_back(v.name);
-              progress.step(fmt::format("{} on {}: MSE {:.4g}", v.name, d.name, mse[mask]));
+              for (std::size_t i = 0; i < parts.size(); ++i) {
+                const std::string where = part_name(d, ranges[i]);
+                const auto r = results.item(d, v.name + " on " + where, [&] {
+                  return ItemResult{{{v.name, evaluate(p, parts[i], references.of(parts[i]), o.threads)}}, {}};
+                });
+                if (!r) {
+                  progress.skip();
+                  continue;
+                }
+                for (const HeadError& h : r->evaluations.front().second.heads) {
+                  v_of.mse[mask] += h.metrics.rmse * h.metrics.rmse / heads;
+                  v_of.l1[mask] += h.metrics.relative_l1 / heads;
+                  v_of.one_minus_cos[mask] += (1 - h.metrics.cosine) / heads;
+                }
+                progress.step(fmt::format("{} on {}: MSE {:.4g} so far", v.name, where, v_of.mse[mask]));
+              }
             }
+          }
+        }
+        if (results.finish_shard()) return;
+
+        std::string csv = "pipeline,dataset,metric,factor,added,shapley,removed,total,exact\n";
+        std::string tables, headline;
+        for (const std::string& preset : pipelines) {
+          const std::vector<std::string>& mine = sources_of.at(preset);
+          const unsigned combos = 1u << mine.size();
+          for (const Dataset& d : datasets) {
+            const auto& [mse, l1, one_minus_cos] = sums.at({preset, d.name});
             tables += fmt::format("\n### {} on {}\n\nOutput MSE {:.4g} (exact pipeline: {:.3g}), relative L1 {:.4f}, "
                                   "1 - cosine {:.3g}. Shares of the MSE above the exact pipeline's, in %; relative L1 "
                                   "alone and by Shapley value.\n\n",

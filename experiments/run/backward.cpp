@@ -3,6 +3,7 @@
 // product in FP16 as the baseline: the output O and the gradients dQ, dK, dV against float64
 // (numerics/attention_backward_reference.hpp). dO is Gaussian (seeded, rounded to fp16): the
 // datasets hold no gradients.
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -39,16 +40,21 @@ int run_backward(int argc, char** argv) {
         const double nan = std::nan("");
         results.paper("SageBwd (dO V^T FP16): dQ", {"SageAttention3 Table 1c", 0.9977, 0.039, 0.692, nan, nan, nan});
         results.paper("dO V^T INT8: dQ", {"SageAttention3 Table 1c", 0.9747, 0.171, 2.440, nan, nan, nan});
-        Progress progress(name, int(datasets.size() * (variants.size() + 1)));
+        std::size_t steps = 0;
+        for (const Dataset& d : datasets) steps += parts_of(d).size() * (variants.size() + 1);
+        Progress progress(name, int(steps));
         results.directory().run().seeds["dO"] = o.seed;
         for (const Dataset& d : datasets) {
+          // dO of the whole dataset, so that each part's is the same whichever parts run.
           const Tensor4 d_out = gaussian_like(d.q, d.v.dim, o.seed * 0x9E3779B97F4A7C15ull + 7);
-          const ReferenceGradients ref =
-              reference_attention_backward(d.q, d.k, d.v, d_out, {.causal = d.causal, .threads = o.threads});
-          progress.step("float64 gradients of " + d.name);
+          struct Part {
+            HeadRange range;
+            std::optional<ReferenceGradients> reference;  // once, when a variant on the part runs here
+          };
+          std::vector<Part> parts;
+          for (const HeadRange& r : parts_of(d)) parts.push_back({r, std::nullopt});
           for (const auto& [preset, label] : variants) {
             const attention::SageBwdConfig config = attention::sagebwd_preset(preset);
-            const attention::BackwardResult r = attention::sage_bwd(config, d.q, d.k, d.v, d_out, d.causal, o.threads);
             const auto op = [](attention::BackwardOperands b) {
               return b == attention::BackwardOperands::fp16 ? "fp16" : "int8 per block";
             };
@@ -56,15 +62,37 @@ int run_backward(int argc, char** argv) {
                                                         {"dV+=P^T dO", op(config.dv)}, {"dP=dO V^T", op(config.dp)},
                                                         {"dQ+=dS K", op(config.dq)}, {"dK+=dS^T Q", op(config.dk)},
                                                         {"tiles", fmt::format("{} x {}", config.block_q, config.block_kv)}};
-            const int heads = d.q.heads;
-            for (const auto& [grad, reference, output] :
-                 {std::tuple{"O", &ref.forward.output, &r.output}, std::tuple{"dQ", &ref.dq, &r.dq},
-                  std::tuple{"dK", &ref.dk, &r.dk}, std::tuple{"dV", &ref.dv, &r.dv}})
-              results.add(label + ": " + grad, d, compare_heads(*reference, widen(*output), heads, d.head_labels));
-            progress.step(fmt::format("{} on {}: dQ cosine {}", label, d.name,
-                                      percent(results.summary(label + ": dQ", d.name).cosine_mean, 3)));
+            for (Part& pt : parts) {
+              const std::string where = part_name(d, pt.range);
+              const auto r = results.item(d, label + " on " + where, [&] {
+                const Dataset dp = part(d, pt.range);
+                const Tensor4 dp_out = head_range(d_out, pt.range.first, pt.range.count);
+                if (!pt.reference) {
+                  pt.reference = reference_attention_backward(dp.q, dp.k, dp.v, dp_out, {.causal = dp.causal, .threads = o.threads});
+                  progress.step("float64 gradients of " + where);
+                }
+                const ReferenceGradients& g = *pt.reference;
+                const attention::BackwardResult b = attention::sage_bwd(config, dp.q, dp.k, dp.v, dp_out, dp.causal, o.threads);
+                ItemResult item;
+                for (const auto& [grad, reference, output] :
+                     {std::tuple{"O", &g.forward.output, &b.output}, std::tuple{"dQ", &g.dq, &b.dq},
+                      std::tuple{"dK", &g.dk, &b.dk}, std::tuple{"dV", &g.dv, &b.dv}})
+                  item.evaluations.emplace_back(label + ": " + grad,
+                                                compare_heads(*reference, widen(*output), dp.q.heads, dp.head_labels));
+                return item;
+              });
+              if (!r) {
+                progress.skip();
+                continue;
+              }
+              progress.step(fmt::format("{} on {}: dQ cosine {}", label, where,
+                                        percent(results.summary(label + ": dQ", d.name).cosine_mean, 3)));
+            }
           }
+          for (const Part& pt : parts)
+            if (!pt.reference) progress.skip();  // every variant on it ran in other shards, or is merged
         }
+        if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets)
           headline += fmt::format("{}{}: dQ cosine dO V^T FP16 {} vs INT8 {}", headline.empty() ? "" : "; ", d.name,

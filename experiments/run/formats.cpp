@@ -82,6 +82,7 @@ int run_formats(int argc, char** argv) {
               if (!(checked_format(q).name == "int4" && checked_format(p).name == "e4m3")) variants.push_back(variant(q, p));
         }
         run_variants(name, variants, datasets, results, o.threads);
+        if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets) {
           const Variant* best = nullptr;

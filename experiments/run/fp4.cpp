@@ -35,6 +35,7 @@ int run_fp4(int argc, char** argv) {
           results.paper(v.name, paper);
         }
         run_variants(name, variants, datasets, results, o.threads);
+        if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets)
           headline += fmt::format("{}{}: NVFP4 two-level {}, direct {}, MXFP4 {}", headline.empty() ? "" : "; ", d.name,

@@ -39,6 +39,7 @@ int run_granularity(int argc, char** argv) {
             variants.push_back(v);
           }
         run_variants(name, variants, datasets, results, o.threads);
+        if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets)
           headline += fmt::format("{}{}: per-token {} per-thread {} per-block {} per-tensor {}", headline.empty() ? "" : "; ",

@@ -1,14 +1,17 @@
 #include "experiments/run/harness.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <span>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "numerics/provenance.hpp"
 #include "numerics/tensor_file.hpp"
@@ -36,6 +39,66 @@ std::string join(const std::vector<int>& v) {
   std::string s;
   for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
   return s;
+}
+
+// ---- a work item's results as a shard records them ----------------------------------------------
+// Exactly: JSON numbers round-trip doubles; NaN and the infinities (which JSON lacks) as text.
+
+nlohmann::json exact(double x) {
+  if (std::isfinite(x)) return x;
+  return std::isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+
+double exact_value(const nlohmann::json& j) {
+  if (j.is_number()) return j.get<double>();
+  const std::string s = j.get<std::string>();
+  if (s == "nan") return std::nan("");
+  return s == "inf" ? HUGE_VAL : -HUGE_VAL;
+}
+
+nlohmann::json to_json(const Evaluation& e) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const HeadError& h : e.heads) {
+    const ErrorMetrics& m = h.metrics;
+    const ErrorQuantiles& q = h.quantiles;
+    heads.push_back({{"label", h.label}, {"cosine", exact(m.cosine)}, {"relative_l1", exact(m.relative_l1)},
+                     {"rmse", exact(m.rmse)}, {"max_abs", exact(m.max_abs)}, {"count", m.count},
+                     {"p50", exact(q.p50)}, {"p90", exact(q.p90)}, {"p99", exact(q.p99)}, {"p999", exact(q.p999)},
+                     {"max", exact(q.max)}});
+  }
+  nlohmann::json bins = nlohmann::json::object();  // the nonzero ones
+  for (int i = 0; i < ErrorHistogram::kBins; ++i)
+    if (e.histogram.counts[std::size_t(i)]) bins[std::to_string(i)] = e.histogram.counts[std::size_t(i)];
+  return {{"heads", heads}, {"histogram", {{"below", e.histogram.below}, {"above", e.histogram.above}, {"bins", bins}}}};
+}
+
+Evaluation evaluation_from_json(const nlohmann::json& j) {
+  Evaluation e;
+  for (const auto& h : j.at("heads")) {
+    const auto v = [&](const char* key) { return exact_value(h.at(key)); };
+    e.heads.push_back({h.at("label").get<std::string>(),
+                       {v("cosine"), v("relative_l1"), v("rmse"), v("max_abs"), h.at("count").get<std::size_t>()},
+                       {v("p50"), v("p90"), v("p99"), v("p999"), v("max")}});
+  }
+  const auto& hist = j.at("histogram");
+  e.histogram.below = hist.at("below").get<std::uint64_t>();
+  e.histogram.above = hist.at("above").get<std::uint64_t>();
+  for (const auto& [bin, count] : hist.at("bins").items()) e.histogram.counts.at(std::stoul(bin)) = count.get<std::uint64_t>();
+  return e;
+}
+
+// The options of `app` that decide the results, by long name: the value given, else the default.
+nlohmann::json sweep_options(const CLI::App& app) {
+  static const std::vector<std::string> kNotTheSweeps{"help", "out", "shard", "merge", "threads", "data-dir"};
+  nlohmann::json sweep = nlohmann::json::object();
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string name = opt->get_single_name();
+    if (std::find(kNotTheSweeps.begin(), kNotTheSweeps.end(), name) != kNotTheSweeps.end()) continue;
+    std::string value;
+    for (const auto& r : opt->reduced_results()) value += (value.empty() ? "" : ",") + r;
+    sweep[name] = opt->count() ? value : opt->get_default_str();
+  }
+  return sweep;
 }
 
 }  // namespace
@@ -91,6 +154,7 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
       v.push_back(fv.tensor.head(0, h / group).topRows(n));
       d.head_labels.push_back(fmt::format("L{}H{}", layer, h));
     }
+    d.parts.push_back({int(q.size() - heads.size()), int(heads.size()), fmt::format("layer {}", layer)});
   }
   d.q = stack(q);
   d.k = stack(k);
@@ -169,7 +233,76 @@ Dataset slice(const Dataset& d, int first_query, int queries, int keys) {
   return s;
 }
 
+Tensor4 head_range(const Tensor4& t, int first, int count) {
+  if (t.batch != 1 || first < 0 || count < 1 || first + count > t.heads)
+    throw std::invalid_argument(fmt::format("heads [{}, {}) of {}", first, first + count, t.shape_text()));
+  Tensor4 out(1, count, t.tokens, t.dim);
+  std::copy(t.values.begin() + std::ptrdiff_t(t.offset(0, first, 0)), t.values.begin() + std::ptrdiff_t(t.offset(0, first + count, 0)),
+            out.values.begin());
+  return out;
+}
+
+std::vector<HeadRange> parts_of(const Dataset& d) {
+  return d.parts.empty() ? std::vector<HeadRange>{{0, d.q.heads, ""}} : d.parts;
+}
+
+Dataset part(const Dataset& d, const HeadRange& r) {
+  if (d.parts.empty()) return d;
+  Dataset p = d;
+  p.q = head_range(d.q, r.first, r.count);
+  p.k = head_range(d.k, r.first, r.count);
+  p.v = head_range(d.v, r.first, r.count);
+  p.head_labels.assign(d.head_labels.begin() + r.first, d.head_labels.begin() + r.first + r.count);
+  p.spec["part"] = {{"first_head", r.first}, {"heads", r.count}};
+  p.parts.clear();
+  return p;
+}
+
+std::string part_name(const Dataset& d, const HeadRange& r) { return r.name.empty() ? d.name : d.name + ", " + r.name; }
+
 // ---- options ------------------------------------------------------------------------------------
+
+std::optional<Shard> Shard::parse(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const auto integer = [](std::string_view t, int& out) {
+    const auto [end, error] = std::from_chars(t.data(), t.data() + t.size(), out);
+    return error == std::errc() && end == t.data() + t.size() && !t.empty();
+  };
+  Shard s;
+  if (!integer(text.substr(0, slash), s.index) || !integer(text.substr(slash + 1), s.count)) return std::nullopt;
+  return s;
+}
+
+std::optional<std::string> Shard::validate() const {
+  if (count < 1) return fmt::format("N = {}: a sweep splits into N >= 1 parts", count);
+  if (index < 1 || index > count)
+    return fmt::format("I = {}: shards count from 1 to N = {} (a Slurm array: --array=1-{})", index, count, count);
+  return std::nullopt;
+}
+
+nlohmann::json read_shard(const std::string& dir) {
+  const std::filesystem::path file = std::filesystem::path(dir) / "shard.json";
+  std::ifstream in(file);
+  if (!in) throw std::runtime_error(file.string() + ": no shard here (lowbit run NAME --shard I/N writes shard.json when it ends)");
+  try {
+    nlohmann::json m = nlohmann::json::parse(in);
+    for (const char* key : {"experiment", "shard", "git_sha", "options", "args", "datasets", "machine", "items", "records"})
+      if (!m.contains(key)) throw std::runtime_error(std::string("no ") + key);
+    const Shard part{m.at("shard").at("index").get<int>(), m.at("shard").at("count").get<int>()};
+    if (auto why = part.validate()) throw std::runtime_error("shard " + part.text() + ": " + *why);
+    return m;
+  } catch (const std::exception& e) {
+    throw std::runtime_error(file.string() + ": not a shard's manifest: " + e.what());
+  }
+}
+
+std::optional<std::string> CommonOptions::validate() const {
+  if (shard)
+    if (auto why = shard->validate()) return "--shard " + shard->text() + ": " + *why;
+  if (shard && !merge.empty()) return "--shard and --merge go apart: run the shards, then merge their folders";
+  return std::nullopt;
+}
 
 void add_common_options(CLI::App& app, CommonOptions& o, const std::string& experiment) {
   o.out = std::string(LOWBIT_DEFAULT_RESULTS_DIR) + "/" + experiment;
@@ -197,6 +330,19 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
   app.add_option("--seed", o.seed, "synthetic data seed")->capture_default_str();
   app.add_option("--threads", o.threads, "threads (0: every core)")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "the SmolLM2 capture's folder")->capture_default_str();
+  app.add_option_function<std::string>(
+      "--shard",
+      [&o](const std::string& text) {
+        o.shard = Shard::parse(text);
+        if (!o.shard) throw CLI::ValidationError("--shard", "'" + text + "' is not I/N (part I of N, 1-based: 1/4 ... 4/4)");
+      },
+      "run part I of N of the sweep (1-based; its work items i with i % N == I - 1) into --out: their results and "
+      "shard.json; lowbit run-merge OUT DIR... joins the parts")
+      ->type_name("I/N");
+  app.add_option("--merge", o.merge,
+                 "join the shards in these folders (every part of one sweep, the same options) into --out instead of "
+                 "running; lowbit run-merge OUT DIR... passes the shards' options and these")
+      ->type_name("DIR ...");
 }
 
 std::vector<Dataset> load_datasets(const CommonOptions& o) {
@@ -293,21 +439,40 @@ void Progress::step(const std::string& what) {
 double Progress::cpu_seconds() const { return cpu_now(); }
 
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants, const std::vector<Dataset>& datasets,
-                  ExperimentResults& results, unsigned threads, bool keep_operands,
-                  const std::function<void(const Variant&, const Dataset&, const Evaluation&)>& each) {
-  Progress progress(experiment, int(variants.size() * datasets.size()));
+                  ExperimentResults& results, unsigned threads,
+                  const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep,
+                  const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each) {
+  std::size_t steps = 0;
+  for (const Dataset& d : datasets) steps += parts_of(d).size() * variants.size();
+  Progress progress(experiment, int(steps));
   References references(threads);
-  for (const Dataset& d : datasets)
+  for (const Dataset& d : datasets) {
+    const std::vector<HeadRange> ranges = parts_of(d);
+    std::vector<Dataset> parts;
+    for (const HeadRange& r : ranges) parts.push_back(part(d, r));
     for (const Variant& v : variants) {
       const attention::Pipeline p = build(v, d.q.dim, d.v.dim);
       results.record_pipeline(v.name, p);
-      const Evaluation e = evaluate(p, d, references.of(d), threads, keep_operands);
-      results.add(v.name, d, e);
-      if (each) each(v, d, e);
-      double cosine = 0;
-      for (const auto& h : e.heads) cosine += h.metrics.cosine / double(e.heads.size());
-      progress.step(fmt::format("{} on {} ({} heads): cosine {}", v.name, d.name, e.heads.size(), percent(cosine, 3)));
+      for (std::size_t i = 0; i < parts.size(); ++i) {
+        const Dataset& dp = parts[i];
+        const std::string where = part_name(d, ranges[i]);
+        const std::optional<ItemResult> r = results.item(d, v.name + " on " + where, [&] {
+          Evaluation e = evaluate(p, dp, references.of(dp), threads, bool(keep));
+          nlohmann::json extra = keep ? keep(v, dp, e) : nlohmann::json();
+          return ItemResult{{{v.name, std::move(e)}}, std::move(extra)};
+        });
+        if (!r) {
+          progress.skip();
+          continue;
+        }
+        if (each) each(v, d, *r);
+        const Evaluation& e = r->evaluations.front().second;
+        double cosine = 0;
+        for (const auto& h : e.heads) cosine += h.metrics.cosine / double(e.heads.size());
+        progress.step(fmt::format("{} on {} ({} heads): cosine {}", v.name, where, e.heads.size(), percent(cosine, 3)));
+      }
     }
+  }
 }
 
 int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
@@ -325,6 +490,11 @@ int experiment_main(int argc, char** argv, const std::string& name, const std::s
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  if (auto why = options.validate()) {
+    std::cerr << "lowbit run " << name << ": error: " << *why << "\n";
+    return 2;
+  }
+  options.sweep = sweep_options(app);
   try {
     body(options);
   } catch (const std::exception& e) {
@@ -337,9 +507,116 @@ int experiment_main(int argc, char** argv, const std::string& name, const std::s
 // ---- results ------------------------------------------------------------------------------------
 
 ExperimentResults::ExperimentResults(std::string experiment, const CommonOptions& options, int argc, char** argv)
-    : experiment_(std::move(experiment)), out_(options.out, RunInfo::from_args(argc, argv)) {
+    : experiment_(std::move(experiment)),
+      out_(options.out, RunInfo::from_args(argc, argv)),
+      shard_(options.shard),
+      sweep_(options.sweep),
+      args_(argv + std::min(argc, 1), argv + argc) {
   out_.run().config["experiment"] = experiment_;
   out_.run().seeds["synthetic"] = options.seed;
+  if (!options.merge.empty()) load_shards(options);
+}
+
+void ExperimentResults::load_shards(const CommonOptions& options) {
+  const std::string& sha = out_.run().machine.git_sha;
+  for (const std::string& dir : options.merge) {
+    ShardRecord s{dir, read_shard(dir)};
+    const nlohmann::json& m = s.manifest;
+    const Shard part{m.at("shard").at("index").get<int>(), m.at("shard").at("count").get<int>()};
+    const int count = part.count, index = part.index;
+    const std::string what = fmt::format("{} (shard {})", dir, part.text());
+    if (m.at("experiment") != experiment_)
+      throw std::runtime_error(fmt::format("{} is a shard of {}, not of {}", what, m.at("experiment").get<std::string>(), experiment_));
+    if (m.at("git_sha") != sha)
+      throw std::runtime_error(fmt::format("{} ran at git {}, this merge at {}: a sweep's shards and merge run one commit", what,
+                                           m.at("git_sha").get<std::string>(), sha));
+    for (const auto& [option, value] : sweep_.items())
+      if (!m.at("options").contains(option) || m.at("options").at(option) != value)
+        throw std::runtime_error(fmt::format("{} ran with --{} '{}', this merge with '{}': not one sweep", what, option,
+                                             m.at("options").value(option, nlohmann::json("")).get<std::string>(),
+                                             value.get<std::string>()));
+    if (!shards_.empty() && int(shards_.size()) != count)
+      throw std::runtime_error(
+          fmt::format("{} is a part of {}, the first shard given a part of {}: not one split", what, count, shards_.size()));
+    if (shards_.empty()) shards_.resize(std::size_t(count));
+    ShardRecord& slot = shards_.at(std::size_t(index - 1));
+    if (!slot.dir.empty())
+      throw std::runtime_error(fmt::format("shard {}/{} is given twice: {} and {}", index, count, slot.dir, dir));
+    out_.run().config["merged_from"].push_back({{"dir", dir}, {"shard", part.text()}, {"machine", m.at("machine")}});
+    slot = std::move(s);
+  }
+  std::vector<std::string> missing, given;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    const std::string part = fmt::format("{}/{}", i + 1, shards_.size());
+    if (shards_[i].dir.empty()) missing.push_back(part);
+    else given.push_back(part + " " + shards_[i].dir);
+  }
+  if (!missing.empty())
+    throw std::runtime_error(fmt::format("shard {} missing (given: {})", fmt::join(missing, ", "), fmt::join(given, ", ")));
+  // The options agree, so the items should; a shard's own list is what its records follow.
+  for (const ShardRecord& s : shards_)
+    if (s.manifest.at("items") != shards_.front().manifest.at("items"))
+      throw std::runtime_error(fmt::format("{} lists other work items than {}: not one sweep", s.dir, shards_.front().dir));
+}
+
+std::optional<ItemResult> ExperimentResults::item(const Dataset& d, const std::string& key,
+                                                  const std::function<ItemResult()>& compute) {
+  record_dataset(d);
+  if (std::find(items_.begin(), items_.end(), key) != items_.end())
+    throw std::logic_error(experiment_ + ": two work items are named '" + key + "'");
+  const std::size_t i = items_.size();
+  items_.push_back(key);
+  ItemResult r;
+  if (!shards_.empty()) {
+    const std::size_t count = shards_.size();
+    const ShardRecord& s = shards_[i % count];
+    const nlohmann::json& listed = s.manifest.at("items");
+    if (i >= listed.size() || listed[i] != key)
+      throw std::runtime_error(fmt::format("work item {} of this merge, '{}', is not the shards' item {} ({}): not one sweep", i + 1,
+                                           key, i + 1, i < listed.size() ? listed[i].get<std::string>() : "they have fewer"));
+    const nlohmann::json& record = s.manifest.at("records").at(i / count);
+    if (record.at("item") != i)
+      throw std::runtime_error(fmt::format("{}: record {} is not of item {}", s.dir, i / count + 1, i + 1));
+    for (const auto& e : record.at("evaluations"))
+      r.evaluations.emplace_back(e.at("variant").get<std::string>(), evaluation_from_json(e));
+    r.extra = record.at("extra");
+  } else if (shard_ && !shard_->owns(i)) {
+    return std::nullopt;
+  } else {
+    r = compute();
+    for (auto& [variant, e] : r.evaluations) e.forward = {};  // the operands are large; `extra` keeps what is wanted of them
+    if (shard_) {
+      nlohmann::json evaluations = nlohmann::json::array();
+      for (const auto& [variant, e] : r.evaluations) {
+        evaluations.push_back(to_json(e));
+        evaluations.back()["variant"] = variant;
+      }
+      records_.push_back({{"item", i}, {"key", key}, {"evaluations", evaluations}, {"extra", r.extra}});
+    }
+  }
+  for (const auto& [variant, e] : r.evaluations) add(variant, d, e);
+  return r;
+}
+
+bool ExperimentResults::finish_shard() {
+  if (!shard_) return false;
+  const nlohmann::json manifest{
+      {"experiment", experiment_},
+      {"shard", {{"index", shard_->index}, {"count", shard_->count}}},
+      {"git_sha", out_.run().machine.git_sha},
+      {"options", sweep_},
+      {"args", args_},
+      {"datasets", out_.run().config.value("datasets", nlohmann::json::object())},
+      {"machine", out_.run().machine.to_json()},
+      {"items", items_},
+      {"records", records_}};
+  out_.json("shard.json", manifest);
+  out_.csv("metrics.csv", metrics_csv());
+  out_.write_provenance();
+  std::cout << fmt::format("shard {} of {}: {} of the sweep's {} work items; wrote {}/{{shard.json, metrics.csv, provenance.json}} "
+                           "(lowbit run-merge OUT DIR... joins the shards)\n",
+                           shard_->text(), experiment_, records_.size(), items_.size(), out_.dir().string());
+  return true;
 }
 
 void ExperimentResults::record_dataset(const Dataset& d) {
@@ -391,12 +668,42 @@ const Summary& ExperimentResults::summary(const std::string& variant, const std:
   return it->second;
 }
 
-void ExperimentResults::write(const std::string& title, const std::string& extra_tables) {
+std::string ExperimentResults::metrics_csv() const {
+  // Grouped by (variant, dataset) in the order first added, each group's rows in the order added:
+  // an item that adds several variants part by part (backward: O, dQ, dK, dV of each layer) lists
+  // each variant's heads together, as one item over all the heads would.
+  std::map<std::pair<std::string, std::string>, std::size_t> group;
+  std::vector<std::size_t> order(rows_.size());
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    group.emplace(std::pair{rows_[i].variant, rows_[i].dataset}, group.size());
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return group.at({rows_[a].variant, rows_[a].dataset}) < group.at({rows_[b].variant, rows_[b].dataset});
+  });
   std::string metrics = "experiment,variant,dataset,head,metric,value\n";
-  for (const Row& r : rows_)
+  for (std::size_t i : order) {
+    const Row& r = rows_[i];
     metrics += fmt::format("{},{},{},{},{},{:.9g}\n", csv_field(experiment_), csv_field(r.variant), csv_field(r.dataset),
                            csv_field(r.head), r.metric, r.value);
-  out_.csv("metrics.csv", metrics);
+  }
+  return metrics;
+}
+
+void ExperimentResults::write(const std::string& title, const std::string& extra_tables) {
+  if (shard_) throw std::logic_error(experiment_ + " does not stop a shard run at finish_shard() after its sweep");
+  if (!shards_.empty()) {
+    const nlohmann::json datasets = out_.run().config.value("datasets", nlohmann::json::object());
+    for (const ShardRecord& s : shards_) {
+      if (items_.size() != s.manifest.at("items").size())
+        throw std::runtime_error(fmt::format("this merge's sweep has {} work items, {}'s {}: not one sweep", items_.size(), s.dir,
+                                             s.manifest.at("items").size()));
+      if (s.manifest.at("datasets") != datasets)
+        throw std::runtime_error(fmt::format("{}'s datasets ({}) are not this merge's ({}): not one sweep", s.dir,
+                                             s.manifest.at("datasets").dump(), datasets.dump()));
+    }
+  }
+  out_.csv("metrics.csv", metrics_csv());
 
   std::string summary =
       "experiment,variant,dataset,heads,cosine_mean,cosine_worst,rel_l1_mean,rel_l1_worst,rmse_mean,rmse_worst,"

@@ -7,15 +7,30 @@
 //   metrics.csv       experiment,variant,dataset,head,metric,value: cosine, rel_l1, rmse, max_abs
 //                     and the quantiles nerr_p50, nerr_p90, nerr_p99, nerr_p999 of the per-element
 //                     |error| over the RMS of the head's float64 output, for every head (heads of the
-//                     SmolLM2 sample are labelled L<layer>H<head>)
+//                     SmolLM2 sample are labelled L<layer>H<head>), by variant and dataset
 //   summary.csv       mean and worst over the heads (and layers) of each variant and dataset
 //   distribution.csv  the histogram of those normalized per-element errors of each variant and
 //                     dataset (all heads; log10 bins of numerics/error_distribution.hpp)
 //   table.md          the summary as tables, the papers' numbers beside ours where given
 //   provenance.json   git SHA, command, inputs, pipelines (every stage), seeds, machine
 //
-// An experiment: parse its options with add_common_options, load_datasets, then for each
-// variant and dataset run(...) and results.add(...), and results.write().
+// An experiment: parse its options with add_common_options, load_datasets, then run its sweep:
+// each evaluation of a variant on a part of a dataset (Dataset::parts: a layer of SmolLM2, else
+// every head), or a few made together, is a work item, results.item(...), which adds it to the
+// results; then `if (results.finish_shard()) return;`, then the summaries, headline and
+// results.write().
+//
+// Sweeps that split (--shard I/N, --merge DIR...): every run of the same options enumerates the
+// same items in the same order. A shard runs the items i (0-based) with i % N == I - 1
+// (round-robin: the sweeps nest layers in variants in datasets, so each shard gets a share of
+// every dataset and of every costly variant) and writes their results exactly, with a manifest
+// (shard.json: the experiment, the options, I/N, the git SHA, every item's key), and its items'
+// metrics.csv rows. A merge runs the same experiment with every item read from the shards instead
+// of computed, after checking that they are one sweep (experiment, options, datasets, SHA) and
+// cover every item once: its summaries, tables, headline and plots are then those of one whole
+// run, byte for byte, because the same values are added in the same order. No item's data or seed
+// depends on the shard: the datasets are made from the options alone, and every pipeline's
+// randomness (Hadamard's seed) is its own.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +38,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -39,6 +55,12 @@ namespace lowbit::experiments {
 
 // ---- datasets ---------------------------------------------------------------------------------
 
+// Heads [first, first + count) of a dataset that one launch runs together: a layer of a model.
+struct HeadRange {
+  int first = 0, count = 0;
+  std::string name;  // "layer 10"; empty: every head
+};
+
 // Attention inputs with a name (metrics.csv's dataset) and a label per Q head. Layers of a model
 // are stacked as heads (the labels say which); K and V carry one head per Q head (GQA expanded),
 // so a subset of heads needs no bookkeeping.
@@ -50,6 +72,9 @@ struct Dataset {
   std::vector<std::string> head_labels;
   std::vector<std::string> inputs;  // files read
   nlohmann::json spec;              // how it was made (generator spec, files, layers, heads)
+  // The launches a sweep's work items run, in head order: each layer of a model; empty: one, every
+  // head. The pipelines run each head on its own, so the parts give the whole's numbers.
+  std::vector<HeadRange> parts;
 
   int head_dim() const { return q.dim; }
 };
@@ -82,8 +107,31 @@ Dataset file_dataset(const std::string& name, const std::string& q, const std::s
                      bool causal);
 // Queries [first, first + count) against keys [0, keys) (keys 0: all), not causal.
 Dataset slice(const Dataset& d, int first_query, int queries, int keys);
+// Heads [first, first + count) of batch 1.
+Tensor4 head_range(const Tensor4& t, int first, int count);
+// The parts of d (d.parts, or every head as one); each as a dataset of its own (d itself when d
+// has no parts): the same name and description, its heads, its range in the spec (so that
+// References tells the parts apart); and its name in progress and work items ("smollm2, layer 10").
+std::vector<HeadRange> parts_of(const Dataset& d);
+Dataset part(const Dataset& d, const HeadRange& r);
+std::string part_name(const Dataset& d, const HeadRange& r);
 
 // ---- options ------------------------------------------------------------------------------------
+
+// --shard I/N: the part I of N of a sweep, 1-based (Slurm's --array=1-N gives
+// $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT).
+struct Shard {
+  int index = 1, count = 1;
+
+  static std::optional<Shard> parse(std::string_view text);  // "I/N"; nullopt unless two integers
+  std::optional<std::string> validate() const;
+  bool owns(std::size_t item) const { return item % std::size_t(count) == std::size_t(index - 1); }
+  std::string text() const { return std::to_string(index) + "/" + std::to_string(count); }
+};
+
+// The manifest of the shard in `dir` (its shard.json). Throws naming the file when there is none
+// or it lacks a field.
+nlohmann::json read_shard(const std::string& dir);
 
 struct CommonOptions {
   std::string out;                      // default LOWBIT_DEFAULT_RESULTS_DIR/NAME
@@ -95,10 +143,18 @@ struct CommonOptions {
   unsigned threads = 0;
   std::string data_dir;                 // the SmolLM2 sample
   DatasetSizes sizes;
+  std::optional<Shard> shard;           // run this part of the sweep only
+  std::vector<std::string> merge;       // the shards' folders: join them
+  // Every option that decides the results, by name (set by experiment_main; not --out, --shard,
+  // --merge, --threads, nor --data-dir, whose datasets are compared by their records): what the
+  // shards of one sweep share.
+  nlohmann::json sweep = nlohmann::json::object();
+
+  std::optional<std::string> validate() const;
 };
 
 // Registers --out, --datasets, --q/--k/--v, --causal, --dataset-name, --heads, --tokens, --seed,
-// --threads, --data-dir on `app`.
+// --threads, --data-dir, --shard, --merge on `app`.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::string& experiment);
 // The datasets the options name (the user's tensors alone when --q is given). Throws naming the
 // file or the name that is wrong.
@@ -126,6 +182,15 @@ struct Evaluation {
   attention::ForwardResult forward;  // with the quantized operands when asked for
 };
 
+// What one work item of a sweep adds to the results: the evaluations of the variants it runs, in
+// the order added (mostly one; backward's four: O, dQ, dK, dV of one pass), and what the
+// experiment keeps of it beyond the metrics (smoothing: its operands' INT4 code counts), which a
+// shard records with it. The evaluations' quantized operands are not kept.
+struct ItemResult {
+  std::vector<std::pair<std::string, Evaluation>> evaluations;  // variant, evaluation
+  nlohmann::json extra;
+};
+
 // The float64 reference of each dataset, computed once.
 class References {
  public:
@@ -149,6 +214,7 @@ class Progress {
  public:
   Progress(std::string experiment, int steps) : experiment_(std::move(experiment)), steps_(steps) {}
   void step(const std::string& what);
+  void skip() { ++done_; }  // a step another shard runs: counted, not printed
   double cpu_seconds() const;
 
  private:
@@ -160,16 +226,19 @@ class Progress {
 
 class ExperimentResults;
 
-// Every variant on every dataset, in that order, into `results` (pipelines and datasets recorded),
-// with progress; `each` (optional) sees every evaluation. keep_operands: keep the quantized
-// operands in Evaluation::forward.
+// Every variant on every dataset, in that order, on each part of the dataset (a work item each)
+// into `results` (pipelines and datasets recorded), with progress. `keep` (optional) sees each
+// evaluation this run computes with its quantized operands and returns what the experiment keeps of
+// them (ItemResult::extra); `each` (optional) sees every item's result this run has (all of them but
+// another shard's).
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants,
                   const std::vector<Dataset>& datasets, ExperimentResults& results, unsigned threads,
-                  bool keep_operands = false,
-                  const std::function<void(const Variant&, const Dataset&, const Evaluation&)>& each = {});
+                  const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep = {},
+                  const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each = {});
 
 // An experiment's program: options (the common ones with these defaults, then the experiment's
-// own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11).
+// own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11,
+// CommonOptions::validate).
 int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
                     const std::vector<std::string>& default_datasets, const DatasetSizes& sizes,
                     const std::function<void(CLI::App&)>& own_options,
@@ -191,6 +260,15 @@ class ExperimentResults {
  public:
   ExperimentResults(std::string experiment, const CommonOptions& options, int argc, char** argv);
 
+  // Work item `key` (unique in the sweep) on dataset d (the whole, whose name and record its
+  // evaluations take; compute may run a part): `compute`d and add()ed when it is this run's, read
+  // from its shard and add()ed when merging, nullopt when another shard runs it. Throws naming the
+  // item when a merge's shards lack it.
+  std::optional<ItemResult> item(const Dataset& d, const std::string& key, const std::function<ItemResult()>& compute);
+  // In a shard run: writes the shard's items (shard.json, metrics.csv) and returns true, and the
+  // experiment stops (its summaries need every item). Otherwise false.
+  bool finish_shard();
+
   void add(const std::string& variant, const Dataset& d, const Evaluation& e);
   void add_metric(const std::string& variant, const std::string& dataset, const std::string& head,
                   const std::string& metric, double value);
@@ -205,10 +283,18 @@ class ExperimentResults {
 
   ResultDirectory& directory() { return out_; }
   // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json; prints the
-  // tables to stdout. `extra_tables` (markdown) go before the notes.
+  // tables to stdout. `extra_tables` (markdown) go before the notes. When merging, first checks
+  // that the shards' sweep is this one to the end (as many items, the same datasets).
   void write(const std::string& title, const std::string& extra_tables = "");
 
  private:
+  struct ShardRecord {
+    std::string dir;
+    nlohmann::json manifest;
+  };
+  void load_shards(const CommonOptions& options);
+  std::string metrics_csv() const;
+
   struct Row {
     std::string variant, dataset, head, metric;
     double value;
@@ -223,6 +309,13 @@ class ExperimentResults {
   std::map<std::string, std::string> descriptions_;
   std::string notes_, intro_;
   std::vector<std::string> table_variants_;
+  // Sharding: this run's part (shard run), or the shards read (merge); the sweep's items so far.
+  std::optional<Shard> shard_;
+  nlohmann::json sweep_;
+  std::vector<std::string> args_;    // the command's arguments, which lowbit run-merge runs again
+  std::vector<ShardRecord> shards_;  // by index - 1
+  std::vector<std::string> items_;
+  nlohmann::json records_ = nlohmann::json::array();  // a shard's items' results
 };
 
 std::string percent(double cosine, int decimals = 2);

@@ -68,6 +68,7 @@ int run_pv_format(int argc, char** argv) {
           results.paper(v.name, paper);
         }
         run_variants(name, variants, datasets, results, o.threads);
+        if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets) {
           headline += fmt::format("{}{}:", headline.empty() ? "" : "; ", d.name);

@@ -4,6 +4,8 @@
 // smooth Q+K (SageAttn2-4b). Beside the tables: |Q| and |K| per channel and token before and after
 // smoothing (the papers' Figure 4) of the head that loses most without smoothing, and the INT4
 // codes with and without smoothing (Figure 5).
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -67,33 +69,50 @@ int run_smoothing(int argc, char** argv) {
           results.paper(v.name, paper);
         }
         const std::string none = "None", both = "Smooth Q+K (SageAttn2-4b)";
-        std::map<std::string, std::pair<int, double>> worst_head;  // dataset -> (head, None's cosine)
+        std::map<std::string, std::pair<std::string, double>> worst_head;  // dataset -> (head, None's cosine)
+        // Q's and K's INT4 code counts of every (variant, dataset, tensor) in the order first met,
+        // summed over the dataset's parts.
+        std::vector<std::array<std::string, 3>> counted;
+        std::map<std::array<std::string, 3>, std::map<int, std::uint64_t>> counts;
+        run_variants(
+            name, variants, datasets, results, o.threads,
+            [&](const Variant& v, const Dataset&, const Evaluation& e) {
+              // INT4 codes of Q and K over every head (padding left out): [{tensor, [[code, count], ...]}, ...].
+              nlohmann::json kept = nlohmann::json::array();
+              if (v.name != none && v.name != both) return kept;
+              for (const auto& [tensor, heads] : {std::pair{"Q", &e.forward.q}, std::pair{"K", &e.forward.k}}) {
+                std::map<int, std::uint64_t> count;
+                for (const attention::QuantizedHead& qh : *heads)
+                  for (int r = 0; r < qh.tensor.rows; ++r)
+                    for (int c = 0; c < qh.tensor.cols; ++c) ++count[int(decode(qh.tensor.spec.element, qh.tensor.codes(r, c)))];
+                kept.push_back({{"tensor", tensor}, {"counts", count}});
+              }
+              return kept;
+            },
+            [&](const Variant& v, const Dataset& d, const ItemResult& r) {
+              const Evaluation& e = r.evaluations.front().second;
+              if (v.name == none)
+                for (const HeadError& h : e.heads)
+                  if (!worst_head.count(d.name) || h.metrics.cosine < worst_head[d.name].second)
+                    worst_head[d.name] = {h.label, h.metrics.cosine};
+              for (const auto& t : r.extra) {
+                const std::array<std::string, 3> key{v.name, d.name, t.at("tensor").get<std::string>()};
+                if (!counts.count(key)) counted.push_back(key);
+                for (const auto& [code, n] : t.at("counts").get<std::map<int, std::uint64_t>>()) counts[key][code] += n;
+              }
+            });
+        if (results.finish_shard()) return;
         std::string codes = "variant,dataset,tensor,code,count\n";
-        run_variants(name, variants, datasets, results, o.threads, true,
-                     [&](const Variant& v, const Dataset& d, const Evaluation& e) {
-                       if (v.name == none)
-                         for (std::size_t h = 0; h < e.heads.size(); ++h)
-                           if (!worst_head.count(d.name) || e.heads[h].metrics.cosine < worst_head[d.name].second)
-                             worst_head[d.name] = {int(h), e.heads[h].metrics.cosine};
-                       if (v.name != none && v.name != both) return;
-                       // INT4 codes of Q and K over every head (padding left out).
-                       for (const auto& [tensor, heads] : {std::pair{"Q", &e.forward.q}, std::pair{"K", &e.forward.k}}) {
-                         std::map<int, std::uint64_t> count;
-                         for (const attention::QuantizedHead& qh : *heads)
-                           for (int r = 0; r < qh.tensor.rows; ++r)
-                             for (int c = 0; c < qh.tensor.cols; ++c)
-                               ++count[int(decode(qh.tensor.spec.element, qh.tensor.codes(r, c)))];
-                         for (const auto& [code, n] : count)
-                           codes += fmt::format("{},{},{},{},{}\n", csv_field(v.name), csv_field(d.name), tensor, code, n);
-                       }
-                     });
+        for (const auto& key : counted)
+          for (const auto& [code, n] : counts.at(key))
+            codes += fmt::format("{},{},{},{},{}\n", csv_field(key[0]), csv_field(key[1]), key[2], code, n);
         results.directory().csv("int4_codes.csv", codes);
 
         // Heatmaps of the head that loses most without smoothing.
         nlohmann::json index = nlohmann::json::array();
         const std::filesystem::path dir = results.directory().dir();
         for (const Dataset& d : datasets) {
-          const int h = worst_head.at(d.name).first;
+          const int h = int(std::find(d.head_labels.begin(), d.head_labels.end(), worst_head.at(d.name).first) - d.head_labels.begin());
           const attention::Pipeline p = attention::preset("sage2-4b", d.q.dim);
           const MatrixF q = d.q.head(0, h), k = d.k.head(0, h);
           const quant::Smoothed<float> qs = quant::smooth(q, p.tiling.block_q, true);

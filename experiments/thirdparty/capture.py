@@ -21,8 +21,10 @@ Two steps:
                                   (numpy; here) a run's folder as a committed replay record:
                                   DEST/set.json (the set's configurations with the sha256 of the
                                   kernel's output and LSE, and for fa3-fp8 of its E4M3 operands and
-                                  descales), DEST/provenance.json, and the whole arrays of the --keep
-                                  configurations (tests/attention/thirdparty_replay.py replays it).
+                                  descales, for sageattn2-sm90 of its operands), DEST/provenance.json,
+                                  the whole arrays of the --keep configurations, and for sageattn2-sm90
+                                  every K mean (NAME.km.npy: torch's, which the replay gives the preset)
+                                  (tests/attention/thirdparty_replay.py replays it).
 
 Kernels:
   sdpa-flash   PyTorch's flash backend (aten::_scaled_dot_product_flash_attention, the
@@ -34,6 +36,19 @@ Kernels:
                NAME.descale.npy [3, batch, kv_heads]) so the emulator reads the kernel's own operands
                (fa3_fp8_operands() makes the same bytes with numpy).
   fa3-bf16     FlashAttention-3's forward on bf16 Q, K, V.
+  sageattn2-sm90
+               SageAttention2's Hopper path as sageattention/core.py's sageattn_qk_int8_pv_fp8_cuda_sm90
+               calls it with its defaults (per-thread INT8 Q, K by its Triton kernels, K minus its mean,
+               per-channel FP8 V, the "fp32+fp32" kernel qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf),
+               from sources at a fixed commit (--sage2-src, with COMMIT) compiled as
+               experiments/bench/bench_sageattention2.py compiles them. The LSE is the kernel's own (log2
+               units, P's offset 8.807 in it), not core.py's natural-log correction. Its operands are written
+               beside the output: NAME.{q8,k8}.npy (INT8 codes as uint8), NAME.{qscale,kscale}.npy (the
+               kernel's per-thread scale layouts), NAME.km.npy (K's mean, [batch, kv_heads, 1, dim]),
+               NAME.v8.npy (E4M3 codes of V transposed, padded to 128 keys and permuted, as the kernel reads
+               them, [batch, kv_heads, dim, keys]) and NAME.vscale.npy ([batch, kv_heads, dim]).
+  sageattn2-sm90-per-warp
+               the same with qk_quant_gran="per_warp" (Q per warp, K per block, by its CUDA quantizers).
 """
 import argparse
 import datetime
@@ -192,6 +207,10 @@ def cmd_record(args):
         if kernel == "fa3-fp8":
             c["operands_sha256"] = {r: digest(np.load(folder / f"{name}.{r}8.npy")) for r in "qkv"}
             c["operands_sha256"]["descale"] = digest(np.load(folder / f"{name}.descale.npy"))
+        if kernel.startswith("sageattn2-sm90"):
+            c["operands_sha256"] = {part: digest(np.load(folder / f"{name}.{part}.npy"))
+                                    for part in ("q8", "k8", "v8", "qscale", "kscale", "vscale", "km")}
+            np.save(dest / f"{name}.km.npy", np.load(folder / f"{name}.km.npy"))  # the replay's --key-mean
     for name in args.keep or []:
         if name not in captured:
             print(f"capture.py record: --keep {name}: not in this run", file=sys.stderr)
@@ -237,7 +256,7 @@ def cmd_fresh(args):
               "experiments/thirdparty/capture.py fresh")
 
 
-def provenance(kernel, torch):
+def provenance(kernel, torch, sage2_src=None):
     info = {
         "kernel": kernel,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
@@ -255,6 +274,11 @@ def provenance(kernel, torch):
     if kernel.startswith("fa3"):
         import importlib.metadata
         info["package"] = "fa3-fwd " + importlib.metadata.version("fa3-fwd")
+    elif kernel.startswith("sageattn2-sm90"):
+        granularity = "per_warp" if kernel.endswith("per-warp") else "per_thread"
+        info["package"] = ("thu-ml/SageAttention " + (sage2_src / "COMMIT").read_text().strip() +
+                           f" (sageattn_qk_int8_pv_fp8_cuda_sm90: qk_quant_gran={granularity}, smooth_k, fp32+fp32; "
+                           "compiled with setup.py's sm90 flags by experiments/bench/bench_sageattention2.py)")
     else:
         info["package"] = "torch " + torch.__version__ + " (aten::_scaled_dot_product_flash_attention)"
     return info
@@ -304,6 +328,31 @@ def run_fa3(torch, q, k, v, causal, fmt, fp8):
     return out.float().permute(0, 2, 1, 3).contiguous().cpu().numpy(), lse.float().cpu().numpy(), extra
 
 
+class Sage2Reference:
+    """SageAttention2's sm90 path (bench_sageattention2.Sage2), compiled on first use."""
+
+    def __init__(self, src, build_dir):
+        self.src, self.build_dir, self.modules = pathlib.Path(src), pathlib.Path(build_dir), None
+
+    def __call__(self, torch, q, k, v, causal, fmt, granularity="per_thread"):
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
+        import bench_sageattention2 as bench
+
+        if self.modules is None:
+            qattn, fused, _ = bench.build(self.src, self.build_dir, False)
+            self.modules = qattn, fused, bench.load_triton_quant(self.src)
+        sage = bench.Sage2(*self.modules, qk_quant_gran=granularity)
+        dtype = torch.float16 if fmt == "fp16" else torch.bfloat16
+        qd, kd, vd = (torch.from_numpy(t).cuda().to(dtype) for t in (q, k, v))
+        q8, k8, v8, qs, ks, vs, km = sage.operands(qd, kd, vd)
+        o = torch.empty(q8.shape, dtype=dtype, device=q8.device)
+        lse = sage.kernel(q8, k8, v8, o, qs, ks, vs, causal, q.shape[-1] ** -0.5, return_lse=True)
+        numpy = lambda t: t.cpu().numpy()
+        extra = {"q8": numpy(q8).view(np.uint8), "k8": numpy(k8).view(np.uint8), "v8": numpy(v8.view(torch.uint8)),
+                 "qscale": numpy(qs), "kscale": numpy(ks), "vscale": numpy(vs), "km": numpy(km.float())}
+        return numpy(o[..., :q.shape[-1]].float()), numpy(lse.float()), extra
+
+
 def cmd_run(args):
     import torch
 
@@ -318,6 +367,7 @@ def cmd_run(args):
         for c in configs:
             c["files"] = tuple(str(root / f"{c['name']}.{r}.npy") for r in "qkv")
     out_root = pathlib.Path(args.out)
+    sage2 = Sage2Reference(args.sage2_src, args.sage2_build)
     status = 0
     for kernel in args.kernel:
         folder = out_root / kernel
@@ -332,6 +382,9 @@ def cmd_run(args):
                     out, lse, extra = run_sdpa_flash(torch, q, k, v, c["causal"], c["format"])
                 elif kernel in ("fa3-fp8", "fa3-bf16"):
                     out, lse, extra = run_fa3(torch, q, k, v, c["causal"], c["format"], kernel == "fa3-fp8")
+                elif kernel.startswith("sageattn2-sm90"):
+                    granularity = "per_warp" if kernel.endswith("per-warp") else "per_thread"
+                    out, lse, extra = sage2(torch, q, k, v, c["causal"], c["format"], granularity)
                 else:
                     print(f"capture.py: unknown kernel {kernel}", file=sys.stderr)
                     return 2
@@ -345,7 +398,7 @@ def cmd_run(args):
                 np.save(folder / f"{c['name']}.{key}.npy", value)
             done.append(c["name"])
             print(f"{kernel:10s} {c['name']:18s} out {tuple(out.shape)} nan {int(np.isnan(out).sum())}", flush=True)
-        info = provenance(kernel, torch)
+        info = provenance(kernel, torch, sage2.src)
         info["configurations"] = done
         (folder / "provenance.json").write_text(json.dumps(info, indent=1) + "\n")
     return status
@@ -363,7 +416,11 @@ def main():
     p = sub.add_parser("run", help="run kernels on a set or one input (GPU)")
     p.add_argument("dir", nargs="?", help="a folder written by 'inputs'")
     p.add_argument("out")
-    p.add_argument("--kernel", action="append", required=True, choices=["sdpa-flash", "fa3-fp8", "fa3-bf16"])
+    p.add_argument("--kernel", action="append", required=True, choices=["sdpa-flash", "fa3-fp8", "fa3-bf16", "sageattn2-sm90",
+                                                                         "sageattn2-sm90-per-warp"])
+    p.add_argument("--sage2-src", default=".sage2-ref", help="SageAttention's sources at a fixed commit, with COMMIT "
+                   "(sageattn2-sm90; default: %(default)s)")
+    p.add_argument("--sage2-build", default="build/sage2-ref-ext", help="where they are compiled (default: %(default)s)")
     p.add_argument("--q")
     p.add_argument("--k")
     p.add_argument("--v")

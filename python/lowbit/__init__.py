@@ -235,7 +235,8 @@ def stages():
     return [tuple(s) for s in _core.stage_list()]
 
 
-def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=0, keep_operands=True, descale=None):
+def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=0, keep_operands=True, descale=None,
+              key_mean=None):
     """Run an emulated attention pipeline, as ``lowbit attention`` does, keeping every stage.
 
     q, k, v: [heads, tokens, dim] or [batch, heads, tokens, dim] (float32, float16 or bfloat16;
@@ -249,6 +250,9 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
     descale: fa3-fp8: FlashAttention-3's q_descale, k_descale, v_descale as the kernel takes them,
         [3, batch, kv_heads] (numpy or torch), for Q, K, V of E4M3 values as they are (stages
         q=e4m3:none, k=e4m3:none, v=e4m3:none); as the program's --descale.
+    key_mean: sageattn2-sm90: K's mean as SageAttention2's wrapper computed it (torch's k.mean(),
+        whose reduction order is not modelled), [batch, kv_heads, 1, dim] or [batch, kv_heads, dim],
+        in place of the emulated one; as the program's --key-mean.
 
     Returns a dict:
         output            the output rounded to the output format (Q's format unless the stages
@@ -257,6 +261,7 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
         output_format     its format's name
         output_unrounded  the float32 output before rounding
         lse               [batch, heads, tokens]: natural log of the softmax denominator
+                          (sageattn2-sm90: the kernel's own, log2 of the K-smoothed scores' sum)
         q, k, v           one dict per (batch, head) (index batch * heads + head; k, v: per KV
                           head): codes, scale_codes, scales, groups, mean (the smoothing means),
                           outer_scales, shape, padded_shape, element, scale_format, grouping
@@ -275,8 +280,9 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
         if d.ndim != 3 or d.shape[0] != 3:
             raise ValueError(f"descale: FlashAttention-3's descales are [3, batch, kv_heads], not shape {d.shape}")
         descales = d.ravel().tolist()
+    key_means = [] if key_mean is None else _float32(key_mean, "key_mean").ravel().tolist()
     r = _core.attention(qd, qe, kd, ke, vd, ve, preset, _stage_list(stages), bool(causal), int(threads),
-                        bool(keep_operands), descales)
+                        bool(keep_operands), descales, key_means)
     for key in ("output", "output_codes", "output_unrounded", "lse"):
         r[key] = origin.out(r[key])
     return r

@@ -89,10 +89,10 @@ nb::dict compare_outputs(const Floats& kernel, const Floats& emulated, const std
 nb::dict run_attention(const InArray& q, const std::string& q_element, const InArray& k, const std::string& k_element,
                        const InArray& v, const std::string& v_element, const std::string& preset,
                        const std::vector<std::string>& stages, bool causal, unsigned threads, bool keep_operands,
-                       const std::vector<float>& descales) {
+                       const std::vector<float>& descales, const std::vector<float>& key_means) {
   const Tensor4 tq = tensor_of(q, q_element, "q"), tk = tensor_of(k, k_element, "k"), tv = tensor_of(v, v_element, "v");
   attention::Pipeline pipeline = attention::preset(preset, tq.dim);
-  if (!pipeline.kernel_output) pipeline.output = format_from_string(q_element);  // the inputs' format (Q's), as the CLI
+  attention::follow_inputs(pipeline, format_from_string(q_element));  // the inputs' format (Q's), as the CLI
   for (const auto& s : stages)
     if (auto why = attention::set_stage(pipeline, s)) throw std::invalid_argument(*why);  // it names the stage
   if (auto why = pipeline.validate(tq.dim, tv.dim))
@@ -103,7 +103,7 @@ nb::dict run_attention(const InArray& q, const std::string& q_element, const InA
     nb::gil_scoped_release release;
     r = attention::forward(pipeline, tq, tk, tv,
                            {.causal = causal, .threads = threads, .keep_operands = keep_operands, .q_name = "q", .k_name = "k",
-                            .v_name = "v", .descales = descales});
+                            .v_name = "v", .descales = descales, .key_means = key_means, .key_means_name = "key_mean"});
   }
   const bool three = q.ndim() == 3;
   const auto shape = [&](std::vector<std::size_t> s) {
@@ -144,7 +144,7 @@ void register_attention(nb::module_& m) {
         nb::arg("emulated_lse"));
   m.def("attention", &run_attention, nb::arg("q"), nb::arg("q_element"), nb::arg("k"), nb::arg("k_element"), nb::arg("v"),
         nb::arg("v_element"), nb::arg("preset"), nb::arg("stages"), nb::arg("causal"), nb::arg("threads"),
-        nb::arg("keep_operands"), nb::arg("descales"));
+        nb::arg("keep_operands"), nb::arg("descales"), nb::arg("key_means"));
 }
 
 }  // namespace lowbit::python

@@ -5,6 +5,7 @@
 
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/flash3_steps.hpp"
+#include "emulation/attention/sage2_sm90_steps.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "emulation/mma/wide.hpp"
@@ -114,6 +115,8 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   const bool flash2 = pl.softmax == Softmax::flash2;  // m then holds the raw maximum (flash2_steps.hpp)
   const bool flash3 = pl.softmax == Softmax::flash3;  // likewise (flash3_steps.hpp)
   const float offset3 = pl.p.log2_scale;              // flash3: P's offset
+  const bool sage2 = pl.softmax == Softmax::sage2_sm90;  // raw accumulators, per-lane scales (sage2_sm90_steps.hpp)
+  const float sm_sage2 = sage2_sm90::softmax_scale_log2(d);
   const float sm = flash2 ? flash2::softmax_scale_log2(d) : st::softmax_scale_log2(d);
 
   PlainResult out;
@@ -143,7 +146,13 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
       QuantizedHead& K = out.k[std::size_t(b) * k_in.heads + g];
       QuantizedHead& V = out.v[std::size_t(b) * k_in.heads + g];
       if (pl.smoothing.k) {
-        const MatrixF mean = subtract_means(kx, 0, pl.smoothing.key_mean_chunk);
+        const MatrixF k_original = kx;
+        MatrixF mean = subtract_means(kx, 0, pl.smoothing.key_mean_chunk);
+        // PyTorch's half k.mean(), then k - km rounded to its format (or not: fp32)
+        const auto to = [](const Format& f, float x) { return float(round_to_format(f, double(x))); };
+        for (int c = 0; c < d; ++c) mean(0, c) = to(pl.smoothing.key_mean_format, mean(0, c));
+        for (int r = 0; r < keys; ++r)
+          for (int c = 0; c < d; ++c) kx(r, c) = to(pl.smoothing.key_residual_format, k_original(r, c) - mean(0, c));
         K.mean.assign(mean.data(), mean.data() + mean.size());
       }
       if (pl.smoothing.v) {
@@ -180,6 +189,9 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
           float lanes[4] = {0, 0, 0, 0};
           std::vector<float> o(std::size_t(dv), 0.0f);
           const int blocks = keys_padded / bkv;
+          int last_block = -1;  // sage2: the kernel's last iteration (ascending)
+          for (int kb = 0; kb < blocks; ++kb)
+            if (kb * bkv < keys && !(causal && kb * bkv > last_row + shift)) last_block = kb;
           for (int step = 0; step < blocks; ++step) {
             const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : blocks - 1 - step;
             const int first = kb * bkv;
@@ -210,11 +222,17 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                                                                  : accumulator_float(qk->atom.d, dres(0, j));
               }
             }
-            const bool fused = pl.exponential.argument == st::ExpArgument::fused;
+            const bool fused = pl.exponential.argument == st::ExpArgument::fused && !sage2;
             for (int j = 0; j < bkv; ++j) {
               if (fused) scale[std::size_t(j)] = st::fused_scale(scale[std::size_t(j)]);
               s[std::size_t(j)] = st::dequantize_score(acc[std::size_t(j)], scale[std::size_t(j)]);
             }
+            if (sage2)  // the last block's scores dequantized, its scale plain; the others' raw, the scale fused
+              for (int j = 0; j < bkv; ++j) {
+                const float dq = sage2_sm90::dequantization(scale_of_row(Q.tensor, pl.q, row), scale_of_row(K.tensor, pl.k, first + j));
+                s[std::size_t(j)] = kb == last_block ? flash3::mul_ftz(acc[std::size_t(j)], dq) : acc[std::size_t(j)];
+                scale[std::size_t(j)] = kb == last_block ? sm_sage2 : st::mul_rn(sm_sage2, dq);
+              }
             for (int j = 0; j < bkv; ++j) {
               const int key = first + j;
               if (pl.smoothing.q) {
@@ -223,7 +241,30 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                   for (int c = 0; c < d; ++c) delta = st::fma_rn(qbar(qb, c), kx(key, c), delta);
                 s[std::size_t(j)] = st::add_score_correction(s[std::size_t(j)], delta, sm);
               }
-              if (key >= keys || (causal && key > row + shift)) s[std::size_t(j)] = acc[std::size_t(j)] = st::kNegativeInfinity;
+              if (key >= keys || (causal && key > row + shift))
+                s[std::size_t(j)] = acc[std::size_t(j)] = sage2 ? sage2_sm90::kMasked : st::kNegativeInfinity;
+            }
+            if (sage2) {  // lane t's maximum at its own scale, the quad's maximum of those
+              const float old_max = m == st::kNegativeInfinity ? sage2_sm90::kMasked : m;
+              float m_new = old_max;
+              for (int j = 0; j < bkv; ++j) {
+                float lane_raw = sage2_sm90::kMasked;
+                for (int c = 0; c < bkv; ++c)
+                  if (sage2_sm90::lane_of_key(c) == sage2_sm90::lane_of_key(j)) lane_raw = std::max(lane_raw, s[std::size_t(c)]);
+                m_new = std::max(m_new, sage2_sm90::lane_max(lane_raw, scale[std::size_t(j)], pl.p.log2_scale));
+              }
+              const float alpha = sage2_sm90::rescale(old_max, m_new);
+              for (int j = 0; j < bkv; ++j) s[std::size_t(j)] = sage2_sm90::probability(s[std::size_t(j)], scale[std::size_t(j)], m_new);
+              for (int lane = 0; lane < 4; ++lane) lanes[lane] = sage2_sm90::lane_sum(lanes[lane], alpha, s.data(), bkv, lane);
+              m = m_new;
+              MatrixCode pc(1, bkv), vb(bkv, dv);
+              for (int j = 0; j < bkv; ++j) pc(0, j) = st::e4m3_code(s[std::size_t(j)]);
+              for (int j = 0; j < bkv; ++j)
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j, c);
+              const MatrixCode r = mma::gemm(*pv, {pc, vb, MatrixCode::Zero(1, dv)});
+              for (int c = 0; c < dv; ++c)
+                o[std::size_t(c)] = sage2_sm90::accumulate(o[std::size_t(c)], alpha, accumulator_float(pv->atom.d, r(0, c)));
+              continue;
             }
             // Online softmax (the maximum of the rounded scores either way; flash2: of the raw ones).
             float m_new = m;
@@ -329,6 +370,11 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                                            : st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
           const float inverse = flash2 ? flash2::inverse_row_sum(l) : st::inverse_row_sum(l);
           const std::size_t at = (std::size_t(b) * q_in.heads + h) * N + row;
+          if (sage2) {
+            for (int c = 0; c < dv; ++c) out.output[at * dv + c] = sage2_sm90::output(o[std::size_t(c)], l, v_scale(c));
+            out.lse[at] = sage2_sm90::log_sum_exp(m, l);
+            continue;
+          }
           if (flash3) {
             const float factor = flash3::output_scale(l, st::mul_rn(v_scale(0), pl.descale.v));
             for (int c = 0; c < dv; ++c) out.output[at * dv + c] = flash3::mul_ftz(o[std::size_t(c)], factor);

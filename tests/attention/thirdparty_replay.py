@@ -8,7 +8,8 @@ experiments/thirdparty/capture.py (their sha256 must be the captured ones), `low
 the kernel's preset on them, and the output and LSE it writes must have the sha256 the kernel's had
 (every code, every LSE bit). The inputs as each kernel reads them: fp16 or bf16 (sdpa-flash, in the
 set's format), bf16 (fa3-bf16), E4M3 codes with descales per (batch, KV head) (fa3-fp8: made by
-capture.fa3_fp8_operands, whose sha256 must be the ones the kernel got). Where the capture keeps the
+capture.fa3_fp8_operands, whose sha256 must be the ones the kernel got), fp16 or bf16 with the K mean
+torch computed for it (sageattn2-sm90: NAME.km.npy, given as --key-mean). Where the capture keeps the
 kernel's arrays (NAME.out.npy, NAME.lse.npy), `lowbit attention --against` compares them too and must
 report 0 differ. Exit 77 without numpy (or, for fa3-fp8, ml_dtypes).
 """
@@ -28,12 +29,21 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "thirdparty"))
 import capture  # noqa: E402  (the capture set's inputs, made as on the GPU machine)
 
-PRESETS = {"sdpa-flash": "sdpa-flash-{format}", "fa3-bf16": "fa3-bf16", "fa3-fp8": "fa3-fp8"}
+PRESETS = {"sdpa-flash": "sdpa-flash-{format}", "fa3-bf16": "fa3-bf16", "fa3-fp8": "fa3-fp8",
+           "sageattn2-sm90": "sageattn2-sm90", "sageattn2-sm90-per-warp": "sageattn2-sm90-per-warp"}
 
 
-def kernel_inputs(kernel, tensors, c, work):
-    """Writes the inputs as the kernel reads them; returns the options they need, or a problem."""
+def kernel_inputs(kernel, tensors, c, work, folder):
+    """The inputs as the kernel reads them, and the options they need; or None and a problem."""
     name = c["name"]
+    if kernel.startswith("sageattn2-sm90"):  # fp16 or bf16 files: the output and the K mean follow their format
+        import ml_dtypes
+
+        key_mean = folder / f"{name}.km.npy"
+        if capture.digest(np.load(key_mean)) != c["operands_sha256"]["km"]:
+            return None, f"{key_mean} is not the K mean the kernel's wrapper computed (sha256)"
+        dtype = np.float16 if c["format"] == "fp16" else ml_dtypes.bfloat16
+        return [x.astype(dtype) for x in tensors], ["--key-mean", str(key_mean)]
     if kernel == "fa3-fp8":
         import ml_dtypes
 
@@ -64,11 +74,11 @@ def main():
     captured = json.loads((folder / "set.json").read_text())
     kernel = captured["kernel"]
     preset_of = PRESETS[kernel]
-    if kernel == "fa3-fp8":
+    if kernel == "fa3-fp8" or kernel.startswith("sageattn2-sm90"):
         try:
             import ml_dtypes  # noqa: F401
         except ImportError:
-            print("thirdparty_replay: ml_dtypes is missing (fa3-fp8's E4M3 operands); skipped")
+            print(f"thirdparty_replay: ml_dtypes is missing ({kernel}'s operands); skipped")
             return 77
     unknown = set(only) - {c["name"] for c in captured["configs"]}
     if unknown:
@@ -84,7 +94,7 @@ def main():
             print(f"{name}: FAILED: capture.py no longer makes the captured inputs (sha256 {entry['sha256']} != {c['sha256']})")
             failed += 1
             continue
-        tensors, options = kernel_inputs(kernel, tensors, c, work)
+        tensors, options = kernel_inputs(kernel, tensors, c, work, folder)
         if tensors is None:
             print(f"{name}: FAILED: {options}")
             failed += 1

@@ -26,6 +26,7 @@
 
 #include "numerics/npy.hpp"
 #include "tests/cli_run.hpp"
+#include "tests/experiments/tiny_sweeps.hpp"
 
 namespace fs = std::filesystem;
 
@@ -124,17 +125,7 @@ void check_provenance_and_table(const fs::path& dir, const std::string& experime
   CHECK(text.str().find("|---") != std::string::npos);
 }
 
-// The tiny options of each experiment (its own sweep shrunk too).
-const std::map<std::string, std::string> kTiny{
-    {"granularity", ""},
-    {"smoothing", ""},
-    {"pv-format", "--long-keys 0"},
-    {"accumulator", "--lengths 256,512 --real-lengths 128 --queries 64 --long-heads 1"},
-    {"fp4", ""},
-    {"backward", ""},
-    {"attribution", "--pipelines sage2-8b --sources q,p,output"},
-    {"formats", "--qk-format int4,e3m4 --pv-format e4m3,int8"},
-};
+using lowbit::testing::kTinySweeps;
 
 // [1, heads, tokens, dim] of fp16-representable normal values, saved as float32.
 std::vector<float> write_tensor(const fs::path& file, int heads, int tokens, int dim, std::uint64_t seed) {
@@ -166,7 +157,7 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
           "[experiments][cli]") {
   const Run list = run_cli("run --list");
   REQUIRE(list.status == 0);
-  for (const auto& [name, tiny] : kTiny) {
+  for (const auto& [name, tiny] : kTinySweeps) {
     SECTION(name) {
       REQUIRE(list.output.find("  " + name + " ") != std::string::npos);
       const fs::path out = fresh("tiny-" + name);
@@ -271,7 +262,7 @@ TEST_CASE("a copy of the SmolLM2 capture given by --data-dir is read from where 
 
 TEST_CASE("the user's tensors run through every experiment and name the dataset", "[experiments][cli]") {
   const UserTensors files("user-tensors");
-  for (const auto& [name, tiny] : kTiny) {
+  for (const auto& [name, tiny] : kTinySweeps) {
     SECTION(name) {
       const fs::path out = fresh("user-" + name);
       // accumulator: windows of the user's 96 keys.

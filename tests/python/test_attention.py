@@ -18,7 +18,7 @@ def qkv(shape, dtype, seed=0, kv_heads=None):
     return [t.astype(np.float32).astype(dtype) for t in (q, k, v)]
 
 
-def cli_output(cli, tmp_path, q, k, v, preset, causal=False, sets=(), descale=None):
+def cli_output(cli, tmp_path, q, k, v, preset, causal=False, sets=(), descale=None, key_mean=None):
     for name, t in zip("qkv", (q, k, v)):
         np.save(tmp_path / f"{name}.npy", t)
     args = ["attention", "--preset", preset, "--q", tmp_path / "q.npy", "--k", tmp_path / "k.npy",
@@ -27,6 +27,9 @@ def cli_output(cli, tmp_path, q, k, v, preset, causal=False, sets=(), descale=No
     if descale is not None:
         np.save(tmp_path / "descale.npy", descale)
         args += ["--descale", tmp_path / "descale.npy"]
+    if key_mean is not None:
+        np.save(tmp_path / "key_mean.npy", key_mean)
+        args += ["--key-mean", tmp_path / "key_mean.npy"]
     for s in sets:
         args += ["--set", s]
     run_cli(cli, *args)
@@ -45,6 +48,8 @@ CASES = [  # (preset, dtype, shape, kv heads, causal, stages)
     ("fa3-fp8", np.float16, (2, 130, 64), None, True, ()),
     ("sage2-4b", np.float16, (1, 2, 100, 64), None, False, ()),
     ("sage3", "bf16", (2, 64, 64), None, False, ()),
+    ("sageattn2-sm90", np.float16, (1, 4, 150, 64), 2, True, ()),
+    ("sageattn2-sm90-per-warp", "bf16", (2, 130, 128), None, False, ()),
 ]
 
 
@@ -81,6 +86,23 @@ def test_fa3_descales_equal_the_cli(cli, tmp_path):
         lowbit.attention(q, k, v, preset="fa3-fp8", stages=list(sets), descale=descale[:, :1])
     with pytest.raises(ValueError, match="granularity none"):
         lowbit.attention(q, k, v, preset="fa3-fp8", descale=descale)
+
+
+def test_sageattn2_key_mean_equals_the_cli(cli, tmp_path):
+    """SageAttention2's wrapper's K mean, [batch, kv_heads, 1, dim] as torch keeps it, as the program's --key-mean."""
+    q, k, v = qkv((1, 4, 200, 64), np.float16, seed=5, kv_heads=2)
+    key_mean = (k.astype(np.float32).mean(axis=2, keepdims=True) + 0.25).astype(np.float16)  # not the emulated one
+    expected = cli_output(cli, tmp_path, q, k, v, "sageattn2-sm90", True, key_mean=key_mean)
+    r = lowbit.attention(q, k, v, preset="sageattn2-sm90", causal=True, key_mean=key_mean, threads=2)
+    np.testing.assert_array_equal(r["output"].view(np.uint16), expected.view(np.uint16))
+    assert r["k"][0]["mean"].tolist() == key_mean[0, 0, 0].astype(np.float32).tolist()
+    emulated = lowbit.attention(q, k, v, preset="sageattn2-sm90", causal=True, threads=2)
+    assert not np.array_equal(emulated["k"][0]["mean"], r["k"][0]["mean"])
+    with pytest.raises(ValueError, match=r"\[batch, kv_heads, head_dim\] = \[1, 2, 64\]"):
+        lowbit.attention(q, k, v, preset="sageattn2-sm90", key_mean=key_mean[:, :1])
+    with pytest.raises(ValueError, match="smooth-k=off"):
+        lowbit.attention(q, k, v, preset="sageattn2-sm90", stages={"smooth-k": "off", "key-mean-format": "fp32",
+                                                                   "key-residual-format": "fp32"}, key_mean=key_mean)
 
 
 def test_stages_kept():

@@ -1,6 +1,7 @@
 // Every granularity: dequantize(quantize(x)) within half a step of x per element, and the fast
 // quantizer bit for bit equal to the plain element-by-element reference.
 #include <catch2/catch.hpp>
+#include <bit>
 
 #include <cmath>
 #include <random>
@@ -135,7 +136,13 @@ TEST_CASE("the fast quantizer equals the element-by-element reference, bit for b
       fp4_outer.outer = OuterScale::per_row;
       QuantSpec mx_up = presets::mx(formats::e2m1, ScaleRounding::toward_positive);
       mx_up.grouping = g;
-      specs.insert(specs.end(), {stochastic, reciprocal, fp4, fp4_outer, mx_up});
+      QuantSpec triton = presets::int8(g);  // SageAttention2's Q, K quantizer
+      triton.arithmetic = Arithmetic::triton_div_full;
+      triton.scale.epsilon = 1e-7f;
+      triton.conversion.rounding = Rounding::toward_zero;
+      QuantSpec fast_math = presets::fp8(formats::e4m3, g);  // its V quantizer
+      fast_math.arithmetic = Arithmetic::cuda_fast_math;
+      specs.insert(specs.end(), {stochastic, reciprocal, fp4, fp4_outer, mx_up, triton, fast_math});
       for (const QuantSpec& spec : specs) {
         INFO(spec.name << " seed " << seed);
         const MatrixF x = random_tensor(seed == 2 ? 200 : 130, 100, seed);  // ragged: padded for most groupings
@@ -153,7 +160,55 @@ TEST_CASE("the fast quantizer equals the element-by-element reference, bit for b
     require_identical(quantize(ties, presets::int4(g)), quantize_reference(ties, presets::int4(g)));
     ++cases;
   }
-  CHECK(cases == 2 * 14 * 10 + 14);
+  CHECK(cases == 2 * 14 * 12 + 14);
+}
+
+TEST_CASE("SageAttention2's quantizers: Triton's div.full and add-half truncation, the fused fast-math FP8", "[quantize]") {
+  // The constants of the Triton kernel's SASS (quant_per_thread.py built for sm_90): amax / 127. + 1e-7
+  // is one FFMA by 0x3c010204 plus 0x33d6bf95.
+  CHECK(std::bit_cast<std::uint32_t>(float(1.0 / 127)) == 0x3c010204u);  // 0.0078740157
+  CHECK(std::bit_cast<std::uint32_t>(1e-7f) == 0x33d6bf95u);              // 1.0000000117e-07
+  QuantSpec triton = presets::int8(grouping::per_token());
+  triton.arithmetic = Arithmetic::triton_div_full;
+  triton.scale.epsilon = 1e-7f;
+  triton.conversion.rounding = Rounding::toward_zero;
+  REQUIRE_FALSE(triton.validate());
+  MatrixF x(2, 4);
+  x << 127.0f, std::bit_cast<float>(0x3f000001u), -2.5f, 0.0f,  // amax 127: s = fl(0.99999999627 + 1e-7) = 1 + 2^-23
+      0.0f, 0.0f, 0.0f, 0.0f;                                     // amax 0: s = 1e-7, codes 0
+  const QuantizedTensor q = quantize(x, triton);
+  CHECK(std::bit_cast<std::uint32_t>(q.scales[0]) == 0x3f800001u);
+  CHECK(q.scales[1] == 1e-7f);
+  // rcp(1 + 2^-23) = 1 - 2^-23 (MUFU.RCP); 127 (1 - 2^-23) + 0.5 truncates to 127.
+  CHECK(decode(formats::int8, q.codes(0, 0)) == 127);
+  // (0.5 + 2^-24)(1 - 2^-23) rounds to 0.5, + 0.5 = 1: code 1, where x / s = 0.49999997 rounds to 0.
+  CHECK(decode(formats::int8, q.codes(0, 1)) == 1);
+  CHECK(std::nearbyint(double(std::bit_cast<float>(0x3f000001u)) / double(q.scales[0])) == 0.0);
+  // -2.5 (1 - 2^-23) - 0.5 = -2.9999998: truncated to -2 (away from zero from -2.4999998).
+  CHECK(decode(formats::int8, q.codes(0, 2)) == -2);
+  CHECK(q.codes.row(1).isZero());
+
+  // V: s = fl(amax fl(1 / 448)), values times fl(448 rcp(amax)); an all-zero channel has s = 0 and
+  // 0 * inf = NaN codes, as the GPU's fast-math kernel writes them.
+  QuantSpec fast_math = presets::fp8(formats::e4m3, grouping::per_channel());
+  fast_math.arithmetic = Arithmetic::cuda_fast_math;
+  REQUIRE_FALSE(fast_math.validate());
+  MatrixF v(2, 2);
+  v << 448.0f, 0.0f, -224.0f, 0.0f;
+  const QuantizedTensor qv = quantize(v, fast_math);
+  CHECK(qv.scales[0] == 448.0f * float(1.0 / 448));
+  CHECK(qv.codes(0, 0) == 0b0'1111'110);  // 448 (448 rcp(448) rounds to 1)
+  CHECK(qv.codes(1, 0) == 0b1'1110'110);  // -224
+  CHECK(qv.scales[1] == 0.0f);
+  CHECK(qv.codes(0, 1) == 0x7f);  // NaN
+  CHECK(qv.codes(1, 1) == 0x7f);
+
+  QuantSpec bad = triton;
+  bad.conversion.rounding = Rounding::nearest_even;
+  CHECK(bad.validate().value_or("").find("truncates") != std::string::npos);
+  bad = fast_math;
+  bad.scale.epsilon = 1e-7f;
+  CHECK(bad.validate().value_or("").find("epsilon") != std::string::npos);
 }
 
 TEST_CASE("scaled_matmul: exact integer sums, then float(acc) * float(s_q * s_k)", "[quantize]") {
