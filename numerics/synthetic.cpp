@@ -60,13 +60,17 @@ std::optional<std::string> SyntheticAttentionSpec::validate() const {
                    channel_std_log_sigma, v_channel_std_log_sigma, k_bias_std, q_bias_std, q_outlier_bias_scale,
                    q_segment_offset_std, k_segment_offset_std, v_bias_std, q_gain})
     if (!std::isfinite(v) || v < 0) return "every spread, bias, decay and gain must be finite and >= 0";
+  if (sink_tokens < 0 || sink_tokens > tokens)
+    return "sink_tokens=" + std::to_string(sink_tokens) + ": must be in [0, tokens=" + std::to_string(tokens) + "]";
+  if (sink_tokens > 0 && !(std::isfinite(sink_logit) && q_bias_std > 0 && q_gain > 0))
+    return "sink_tokens needs a finite sink_logit and a Q mean to point the sinks' keys along (q_bias_std > 0, q_gain > 0)";
   if (q_outlier_rope_partner && dim % 2 != 0)
     return "q_outlier_rope_partner needs an even dim (rotary pairs c, c + dim/2), got dim=" + std::to_string(dim);
   return std::nullopt;
 }
 
 nlohmann::json SyntheticAttentionSpec::to_json() const {
-  return {{"preset", preset},
+  nlohmann::json j = {{"preset", preset},
           {"heads", heads},
           {"tokens", tokens},
           {"dim", dim},
@@ -93,6 +97,9 @@ nlohmann::json SyntheticAttentionSpec::to_json() const {
           {"k_segment_offset_std", k_segment_offset_std},
           {"v_bias_std", v_bias_std},
           {"q_gain", q_gain}};
+  // Only where on, so that the records of specs without sinks stay as they were.
+  if (sink_tokens > 0) j["sink_tokens"] = sink_tokens, j["sink_logit"] = sink_logit;
+  return j;
 }
 
 AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
@@ -157,6 +164,14 @@ AttentionData make_synthetic_attention(const SyntheticAttentionSpec& s) {
         q(t, c) = float(s.q_gain * (q_bias[ct] + q_offset(segment, c) + q_noise));
         v(t, c) = float(v_bias[ct] + r_v[tt] * v_std[ct] * step(z_v[ct], t, v_noise));
       }
+    if (s.sink_tokens > 0) {
+      const Eigen::RowVectorXd mean = q.cast<double>().colwise().mean();
+      const double norm = mean.norm();
+      if (!(norm > 0)) throw std::invalid_argument("synthetic attention data: sink_tokens, but head " + std::to_string(h) + "'s Q has no mean");
+      const Eigen::RowVectorXd shift = mean / norm * (s.sink_logit * std::sqrt(double(s.dim)) / norm);
+      for (int t = 0; t < s.sink_tokens; ++t)
+        for (int c = 0; c < s.dim; ++c) k(t, c) = float(double(k(t, c)) + shift(c));
+    }
     data.q.push_back(std::move(q));
     data.k.push_back(std::move(k));
     data.v.push_back(std::move(v));
@@ -197,9 +212,53 @@ SyntheticAttentionSpec smollm2_like() {
   return s;
 }
 
+// Long rows whose probability mass lies far under the row's maximum, with V dominated by its
+// channel means: what SageAttention2's Tables 6 and 13 and SageAttention3's direct-P ablation
+// depend on, and what 1024-token data does not reach. Unit channels and no token or channel
+// outliers to concentrate the attention, so a query's logits over the keys spread with a standard
+// deviation of q_gain = 2 (|q| = 2 sqrt(d)); at 16K keys the row maximum lies ~4 spreads above the
+// mean, so most of a row's mass lies between 2^-10 and 2^-3 of its maximum, 10-35% of it (mean over
+// queries) under 1/254 (what INT8 P at 127, rounded, drops), and the maximum itself holds ~2% of a
+// row (under 20% in every row). V's channel means (v_bias_std 4 against unit noise) hold ~94% of its
+// energy: the output is mostly V's mean, which a loss of P's mass shrinks. test_synthetic_presets
+// checks these.
+SyntheticAttentionSpec flat_long() {
+  SyntheticAttentionSpec s;
+  s.heads = 2;
+  s.tokens = 16384;
+  s.dim = 128;
+  s.token_scale_sigma = 0;
+  s.outlier_token_fraction = 0;
+  s.outlier_channels = 0;
+  s.q_bias_std = 0;
+  s.q_segment_offset_std = 0;
+  s.v_bias_std = 4;
+  s.q_gain = 2;
+  return s;
+}
+
+// The flat rows of `flat` (spread ~0.7 here) under one attention sink: key 0 scores ~8 nats above
+// the others' mean and holds 5-40% of a row on average at 16K keys (from under 1% to 60% by query),
+// and over 90% of the other keys' mass lies under 1/254 of the row's maximum: what INT8 P at 127
+// drops, leaving the sink's V as the output. V's channel means (v_bias_std 1) hold about half its
+// energy, so the sink's V and the bulk's mean V point apart. test_synthetic_presets checks these.
+SyntheticAttentionSpec sink_long() {
+  SyntheticAttentionSpec s = flat_long();
+  s.q_bias_std = 1;
+  s.q_gain = 0.5;
+  s.v_bias_std = 1;
+  s.sink_tokens = 1;
+  s.sink_logit = 8;
+  return s;
+}
+
 const SyntheticPreset kPresets[]{
     {"default", "the generator's default values", SyntheticAttentionSpec{}},
     {"smollm2", "matched to SmolLM2-135M's Q, K, V (results/data/smollm2-135m/stats.json)", smollm2_like()},
+    {"flat", "long flat rows (logit spread ~2, no outliers) and V dominated by its channel means (~94% of its energy)",
+     flat_long()},
+    {"sink", "the flat rows of `flat` under one attention sink (key 0, 8 nats above the mean), V's means half its energy",
+     sink_long()},
 };
 
 }  // namespace

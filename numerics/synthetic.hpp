@@ -35,6 +35,10 @@
 //              element independent. This is what decides whether the 4 tokens of a per-thread
 //              Q group (rows i, i+8, i+16, i+24) have nearly equal amax. V can have its own
 //              v_token_noise_length and v_token_scale_sigma (unset: the shared values).
+// Attention sinks: the first sink_tokens keys get K += u * sink_logit * sqrt(dim) / |q_mean|, u the
+// unit vector along Q's mean over all tokens, so a query near Q's mean scores them sink_logit (nats)
+// above the keys' mean logit: every query attends to them, as to a model's first token (needs Q to
+// have a mean: q_bias_std > 0).
 // Presets name whole specs: "default" (the values below) and settings matched to the measured
 // statistics of a real model's activations (synthetic_presets() lists them with their source).
 // Random numbers: std::mt19937_64 (its output is fixed by the C++ standard) and Box-Muller, so
@@ -87,6 +91,8 @@ struct SyntheticAttentionSpec {
   double k_segment_offset_std = 0;
   double v_bias_std = 2.0;
   double q_gain = 1.0;
+  int sink_tokens = 0;
+  double sink_logit = 0;
 
   std::optional<std::string> validate() const;
   nlohmann::json to_json() const;

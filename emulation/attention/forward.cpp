@@ -122,15 +122,15 @@ void p_codes(const Pipeline& pl, const MatrixF& p, bool values, PBlock& out) {
       out.codes.resize(rows, cols);
       if (pl.p.format == formats::e4m3) {
         for (Eigen::Index i = 0; i < p.size(); ++i) out.codes.data()[i] = steps::e4m3_code(p.data()[i]);
-      } else {  // cvt.rn(.satfinite) of fp16, bf16, e5m2, ...; integers (cvt.rni.sat)
+      } else {  // cvt.rn(.satfinite) of fp16, bf16, e5m2, ...; integers (cvt.rni.sat, or cvt.rzi.sat)
         encode(pl.p.format, std::span<const float>(p.data(), std::size_t(p.size())),
-               std::span<Code>(out.codes.data(), std::size_t(out.codes.size())),
-               {Rounding::nearest_even, Overflow::saturate});
+               std::span<Code>(out.codes.data(), std::size_t(out.codes.size())), {pl.p.rounding, Overflow::saturate});
       }
       break;
     case PScale::per_block: {
       quant::QuantSpec spec;
       spec.element = pl.p.format;
+      spec.conversion.rounding = pl.p.rounding;
       const quant::QuantizedTensor t = quant::quantize(p, spec, "P");
       out.codes = t.codes;
       out.factor.assign(std::size_t(rows), t.scales[0]);

@@ -113,6 +113,10 @@ struct PStage {
   PScale scale = PScale::static_exponent;
   float log2_scale = 0;  // static_exponent: steps::kLog2Of448 for E4M3 at 448; 0 for fp16
   Granularity blocks = Granularity::nvfp4;  // microscale: nvfp4 (1x16, UE4M3) or mx (1x32, UE8M0)
+  // The cast of static and per-block P: nearest even (cvt.rni, cvt.rn), or toward zero (cvt.rzi,
+  // cvt.rz: what a C cast of a float to an integer does, so a kernel that writes (int8_t)x truncates;
+  // SageAttention2 does not say how its INT8 P was converted). FP8 and FP4 casts round to nearest only.
+  Rounding rounding = Rounding::nearest_even;
 
   std::optional<std::string> validate() const;
   // The quantizer spec of the block-scaled modes (two_level, microscale).

@@ -112,21 +112,31 @@ std::optional<std::string> parse_operand(OperandStage& op, std::string_view valu
 
 // P's maximum as the user writes it: the integer whose log2, rounded to float, is log2_scale, else
 // the log2 itself in hex.
+// ...[:ROUNDING] only where it is not nearest-even.
 std::string p_text(const PStage& p) {
+  const std::string rounding = p.rounding == Rounding::nearest_even ? "" : ":" + std::string(to_string(p.rounding));
   std::string s = format_name(p.format) + ":";
   if (p.scale == PScale::microscale && p.blocks == Granularity::mx) return s + "mx";
-  if (p.scale != PScale::static_exponent) return s + std::string(to_string(p.scale));
+  if (p.scale != PScale::static_exponent) return s + std::string(to_string(p.scale)) + rounding;
   const double max = std::round(std::exp2(double(p.log2_scale)));
-  if (float(std::log2(max)) == p.log2_scale) return s + fmt::format("{}", max);
-  return s + fmt::format("log2={:a}", double(p.log2_scale));
+  if (float(std::log2(max)) == p.log2_scale) return s + fmt::format("{}", max) + rounding;
+  return s + fmt::format("log2={:a}", double(p.log2_scale)) + rounding;
 }
 
 std::optional<std::string> parse_p(PStage& p, std::string_view value) {
+  // A trailing rounding (int8:127:toward-zero) first; the rest is FORMAT:SCALE.
+  Rounding rounding = Rounding::nearest_even;
+  if (const auto at = value.rfind(':'); at != std::string_view::npos)
+    if (const auto r = parse_rounding(value.substr(at + 1))) {
+      rounding = *r;
+      value = value.substr(0, at);
+    }
   const auto parts = split(value, ':');
-  if (parts.size() < 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale|mx";
+  if (parts.size() < 2) return "expected FORMAT:MAX, FORMAT:log2=X or FORMAT:per-block|two-level|microscale|mx, then :ROUNDING";
   const ParsedFormat f = parse_format(format_part(value, 1));
   if (!f.format) return "format '" + std::string(format_part(value, 1)) + "': " + f.error;
   PStage out{*f.format, PScale::static_exponent, 0};
+  out.rounding = rounding;
   if (parts.back().starts_with("log2=")) {
     const std::string text(parts.back().substr(5));
     char* end = nullptr;
@@ -211,9 +221,10 @@ const std::vector<StageInfo>& stage_list() {
        "instruction's accumulation on the operands' values (error injection)"},
       {"pv", "INSTRUCTION|fp32-fma|fp32-fma:INSTRUCTION|wide:INSTRUCTION", "the P V instruction (nN: n = the value dimension, rounded up to 8); its accumulator is the instruction's: .f32 "
        "(fp32; FP22 for Hopper's wgmma FP8), .f16"},
-      {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale|FORMAT:mx",
-       "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448, int8:127; microscale: NVFP4 "
-       "blocks, mx: MX blocks)"},
+      {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale|FORMAT:mx, then :ROUNDING",
+       "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448, int8:127; per-block: amax / the "
+       "format's max per block of P; microscale: NVFP4 blocks, mx: MX blocks); ROUNDING of a static or per-block "
+       "cast: nearest-even (default) or toward-zero (truncation, e.g. int8:127:toward-zero)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
       {"exp2", "exact|poly5|poly6|sm90-ex2", "the softmax's exp2/log2: correctly rounded, the contract's polynomials, or MUFU.EX2 of sm_90 (bit for bit) with the polynomial log2"},
       {"exp2-argument", "rounded|fused",

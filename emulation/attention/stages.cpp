@@ -117,6 +117,14 @@ std::optional<std::string> PStage::validate() const {
     if (scale == PScale::two_level && blocks != Granularity::nvfp4)
       return std::string("P: two-level scaling is NVFP4's (its E4M3 block scales need the per-row first level)");
   }
+  if (rounding != Rounding::nearest_even) {
+    if (rounding != Rounding::toward_zero)
+      return "P's cast rounds to nearest-even or toward-zero (cvt's rn and rz), not " + std::string(to_string(rounding));
+    if (scale != PScale::static_exponent && scale != PScale::per_block)
+      return "P's rounding applies to a static or per-block scale, not " + std::string(to_string(scale));
+    if (!format.is_integer() && format.code_bits() <= 8)
+      return "P in " + format_name(format) + ": the FP8 and FP4 casts (cvt.rn.satfinite) round to nearest only";
+  }
   if (scale == PScale::static_exponent &&
       (!std::isfinite(log2_scale) || log2_scale < 0 || double(log2_scale) > std::log2(max_finite(format)) + 1e-6))
     return fmt::format("P's static scale 2^{} lies outside [1, max finite of {} = {}]", log2_scale,

@@ -107,7 +107,9 @@ std::string percent(double cosine, int decimals) { return fmt::format("{:.{}f}%"
 
 // ---- datasets ---------------------------------------------------------------------------------
 
-std::vector<std::string> dataset_names() { return {"synthetic", "synthetic-smollm2", "smollm2"}; }
+std::vector<std::string> dataset_names() {
+  return {"synthetic", "synthetic-smollm2", "smollm2", "synthetic-flat", "synthetic-sink"};
+}
 
 Dataset synthetic_dataset(const std::string& name, const std::string& preset, int heads, int tokens, int dim,
                           std::uint64_t seed, bool causal) {
@@ -164,6 +166,14 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
       "SmolLM2-135M-Instruct's Q (after RoPE), K, V captured on our own prose ({}): layers {}, Q heads {} of each with "
       "their KV heads, {} tokens, d = 64, causal",
       repository_relative(dir), join(layers), join(heads), d.q.tokens);
+  return d;
+}
+
+Dataset long_dataset(const std::string& name, const std::string& preset, int heads, int queries, int keys, std::uint64_t seed) {
+  // Only the first queries are kept: a row's error depends on the keys it attends to, and the
+  // emulated pipeline's time on queries x keys.
+  Dataset d = slice(synthetic_dataset(name, preset, heads, keys, 128, seed, false), 0, std::min(queries, keys), keys);
+  d.description += fmt::format("; the first {} queries against all {} keys", std::min(queries, keys), keys);
   return d;
 }
 
@@ -303,7 +313,8 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
   app.add_option("--datasets", o.datasets,
                  "datasets to run (" + names +
                      "): synthetic = the generator's default preset; synthetic-smollm2 = the preset matched to SmolLM2's "
-                     "statistics (causal); smollm2 = the committed SmolLM2-135M capture (causal)")
+                     "statistics (causal); smollm2 = the committed SmolLM2-135M capture (causal); synthetic-flat, synthetic-sink = "
+                     "the presets `flat` and `sink`, 128 queries against 16384 keys (--tokens), 2 heads (--heads)")
       ->delimiter(',')
       ->check(CLI::IsMember(dataset_names()))
       ->capture_default_str();
@@ -314,7 +325,8 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
   app.add_flag("--causal", o.causal, "your tensors' attention is causal (top-left mask)");
   app.add_option("--dataset-name", o.dataset_name, "the dataset column for your tensors (default: Q's file name)");
   app.add_option("--heads", o.heads, "synthetic heads (default: the experiment's)");
-  app.add_option("--tokens", o.tokens, "synthetic tokens; SmolLM2: its first TOKENS tokens (default: the experiment's)");
+  app.add_option("--tokens", o.tokens,
+                 "synthetic tokens; SmolLM2: its first TOKENS tokens; synthetic-flat, -sink: their keys (default: the experiment's)");
   app.add_option("--seed", o.seed, "synthetic data seed")->capture_default_str();
   app.add_option("--threads", o.threads, "threads (0: every core)")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "the SmolLM2 capture's folder")->capture_default_str();
@@ -349,6 +361,9 @@ std::vector<Dataset> load_datasets(const CommonOptions& o) {
                                       o.seed, true));
     else if (name == "smollm2")
       out.push_back(smollm2_dataset(o.data_dir, s.real_layers, s.real_heads, o.tokens ? o.tokens : s.real_tokens));
+    else if (name == "synthetic-flat" || name == "synthetic-sink")
+      out.push_back(long_dataset(name, name.substr(std::string_view("synthetic-").size()), o.heads ? o.heads : s.long_heads, s.long_queries,
+                                 o.tokens ? o.tokens : s.long_keys, o.seed));
     else
       throw std::invalid_argument("unknown dataset '" + name + "'");
   }

@@ -86,17 +86,23 @@ struct DatasetSizes {
   std::vector<int> real_layers{0, 10, 20, 29};
   std::vector<int> real_heads{0, 1, 2, 3, 4, 5, 6, 7, 8};  // Q heads of each layer
   int real_tokens = 1024;
+  int long_heads = 2, long_queries = 128, long_keys = 16384;  // synthetic-flat, synthetic-sink
 };
 
 // Datasets by name:
 //   synthetic          the generator's default preset (numerics/synthetic.hpp), not causal
 //   synthetic-smollm2  the preset matched to SmolLM2-135M's statistics, causal
 //   smollm2            the committed capture (experiments/data/smollm2-135m), causal
+//   synthetic-flat     the preset `flat` (long flat rows, V dominated by its means): the first
+//                      long_queries queries against long_keys keys (--tokens), d = 128, not causal
+//   synthetic-sink     the same of the preset `sink` (the flat rows under one attention sink)
 // and the user's --q --k --v files (named by --dataset-name, default the Q file's name).
 std::vector<std::string> dataset_names();
 Dataset synthetic_dataset(const std::string& name, const std::string& preset, int heads, int tokens, int dim,
                           std::uint64_t seed, bool causal);
 Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::vector<int>& heads, int tokens);
+// synthetic-flat, synthetic-sink: the preset's first `queries` queries against `keys` keys, d = 128.
+Dataset long_dataset(const std::string& name, const std::string& preset, int heads, int queries, int keys, std::uint64_t seed);
 Dataset file_dataset(const std::string& name, const std::string& q, const std::string& k, const std::string& v,
                      bool causal);
 // Queries [first, first + count) against keys [0, keys) (keys 0: all), not causal.
@@ -132,7 +138,7 @@ struct CommonOptions {
   std::vector<std::string> datasets;    // names from dataset_names()
   std::string q, k, v, dataset_name;    // the user's tensors
   bool causal = false;
-  int heads = 0, tokens = 0;            // synthetic sizes (0: the experiment's)
+  int heads = 0, tokens = 0;            // synthetic sizes (0: the experiment's; synthetic-flat, -sink: keys)
   std::uint64_t seed = 1;
   unsigned threads = 0;
   std::string data_dir;                 // the SmolLM2 sample

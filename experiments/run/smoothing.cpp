@@ -1,5 +1,5 @@
 // lowbit run smoothing: SageAttention2's Tables 9 (mean) and 17 (worst): the smoothing methods at
-// per-thread INT4 Q, K in the whole sage2-4b pipeline (E4M3 P and V): none, the random Hadamard
+// per-thread (or, --qk-granularity, per-token) INT4 Q, K in the whole sage2-4b pipeline (E4M3 P and V): none, the random Hadamard
 // rotation (HadmdAttn), SmoothQuant-style migration (SmoothAttn, alpha 0.5), smooth K, smooth Q,
 // smooth Q+K (SageAttn2-4b). Beside the tables: |Q| and |K| per channel and token before and after
 // smoothing (the papers' Figure 4) of the head that loses most without smoothing, and the INT4
@@ -39,13 +39,21 @@ void write_heatmap(const std::string& path, const MatrixF& x) {
 
 int run_smoothing(int argc, char** argv) {
   const std::string name = "smoothing";
+  std::string qk_granularity = "per-thread";
   return experiment_main(
       argc, argv, name, "smoothing methods at per-thread INT4 Q, K (SageAttention2 Tables 9, 17)",
-      {"synthetic", "synthetic-smollm2", "smollm2"}, DatasetSizes{}, nullptr, [&](const CommonOptions& o) {
+      {"synthetic", "synthetic-smollm2", "smollm2"}, DatasetSizes{},
+      [&](CLI::App& app) {
+        app.add_option("--qk-granularity", qk_granularity,
+                       "INT4 Q's and K's scale groups: per-thread (SageAttention2's kernel) or per-token")
+            ->check(CLI::IsMember({"per-thread", "per-token"}))
+            ->capture_default_str();
+      },
+      [&](const CommonOptions& o) {
         const std::vector<Dataset> datasets = load_datasets(o);
         ExperimentResults results(name, o, argc, argv);
         const std::string source = "SageAttention2 Tables 9 (mean) and 17 (worst), CogVideoX";
-        const std::vector<std::pair<Variant, PaperNumbers>> rows{
+        std::vector<std::pair<Variant, PaperNumbers>> rows{
             {{"None", "sage2-4b", {"smooth-q=off", "smooth-k=off"}}, {source, 0.8004, 0.3906, 0.2223, 0.0483, 0.9979, 0.7784}},
             {{"HadmdAttn", "hadamard", {}}, {source, 0.7977, 0.3782, 0.2180, 0.0485, 0.9978, 0.7785}},
             {{"SmoothAttn", "smoothattn", {}}, {source, 0.9021, 0.3383, 0.1952, 0.6449, 0.9262, 0.7204}},
@@ -54,7 +62,9 @@ int run_smoothing(int argc, char** argv) {
             {{"Smooth Q+K (SageAttn2-4b)", "sage2-4b", {}}, {source, 0.9946, 0.0648, 0.0334, 0.9671, 0.1956, 0.0779}},
         };
         std::vector<Variant> variants;
-        for (const auto& [v, paper] : rows) {
+        for (auto& [v, paper] : rows) {
+          if (qk_granularity != "per-thread")
+            for (const char* t : {"q", "k"}) v.sets.push_back(fmt::format("{}=int4:{}", t, qk_granularity));
           variants.push_back(v);
           results.paper(v.name, paper);
         }
@@ -126,15 +136,18 @@ int run_smoothing(int argc, char** argv) {
           headline += fmt::format("{}{}: none {} -> smooth Q+K {}", headline.empty() ? "" : "; ", d.name,
                                   percent(results.summary(none, d.name).cosine_mean),
                                   percent(results.summary(both, d.name).cosine_mean));
-        results.directory().text("headline.txt", "cosine, per-thread INT4 Q K: " + headline + "\n");
+        results.directory().text("headline.txt", "cosine, " + qk_granularity + " INT4 Q K: " + headline + "\n");
         results.note(
-            "Pipelines: sage2-4b (per-thread INT4 Q, K with the mma.m16n8k64 groups, E4M3 P at 448, per-channel E4M3 V, "
+            "Pipelines: sage2-4b (" +
+            (qk_granularity == "per-thread" ? std::string("per-thread INT4 Q, K with the mma.m16n8k64 groups")
+                                            : qk_granularity + " INT4 Q, K") +
+            ", E4M3 P at 448, per-channel E4M3 V, "
             "FP22 mma.sync e4m3 flushed per KV block) with smooth Q (minus the mean of each block of 128 queries, the "
             "scores take qbar.k' back) and smooth K (minus the mean over all keys) switched; HadmdAttn: Q and K rotated "
             "by a random Hadamard matrix (seed 0), no smoothing; SmoothAttn: Q and K migrated per channel (alpha 0.5, "
             "after QServe), no smoothing. heatmaps.json names the heatmap files (max |x| of 8 consecutive tokens per "
             "column) of the head whose None cosine is lowest; int4_codes.csv counts Q's and K's INT4 codes.\n");
-        results.write("SageAttention2 Tables 9 and 17: smoothing methods, per-thread INT4 Q, K, whole pipeline");
+        results.write("SageAttention2 Tables 9 and 17: smoothing methods, " + qk_granularity + " INT4 Q, K, whole pipeline");
       });
 }
 

@@ -296,7 +296,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               for (int j = 0; j < bkv; ++j)
                 pc(0, j) = pl.p.format == formats::e4m3
                                ? st::e4m3_code(p[std::size_t(j)])
-                               : encode(pl.p.format, double(p[std::size_t(j)]), {Rounding::nearest_even, Overflow::saturate});
+                               : encode(pl.p.format, double(p[std::size_t(j)]), {pl.p.rounding, Overflow::saturate});
             } else {
               const MatrixF prow = Eigen::Map<const MatrixF>(p.data(), 1, bkv);
               const quant::QuantizedTensor t = quant::quantize_reference(prow, pl.p.block_spec(), "P");

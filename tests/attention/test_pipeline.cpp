@@ -289,6 +289,8 @@ TEST_CASE("products of values, integer P, MX P: the tiled forward equals the pla
       // INT8 P at 127 and INT8 V on the integer MMA (SageAttention2 Table 6's INT8 row).
       {"sage2-4b", {"p=int8:127", "v=int8:per-channel", "pv=mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}},
       {"sage2-4b", {"p=int8:127", "v=int8:per-channel", "pv=fp32-fma"}},
+      // ... with P truncated (a C cast) instead of rounded.
+      {"sage2-4b", {"p=int8:127:toward-zero", "v=int8:per-channel", "pv=mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}},
       // MXFP4 Q, K, P, V (SageAttention3 Table 1a's MXFP4).
       {"sage3",
        {"q=e2m1:mx", "k=e2m1:mx", "v=e2m1:mx", "p=e2m1:mx",
@@ -448,6 +450,40 @@ TEST_CASE("sage2-8b stages hold what the contract says: K mean, INT8 codes, P at
   CHECK(worst < 0.02);
 }
 
+// One query, two keys: scores 0 and -x / sqrt(64) with x = 7.35, so the smaller probability is
+// 127 exp(-0.91875) = 50.67 of 127 (or its block's amax 1 is 127 codes). V's rows are one-hot, so
+// INT8 per-channel V is exact and the output's channels 1 and 0 stand in the ratio of P's two codes:
+// 51 : 127 rounded to nearest, 50 : 127 truncated (the maximum itself may truncate to 126: exp2 of
+// the rounded log2 127 can fall under 127).
+TEST_CASE("INT8 P rounded or truncated, static or per block: the output carries the codes 51 or 50", "[attention][stages]") {
+  Tensor4 q(1, 1, 1, 64), k(1, 1, 2, 64), v(1, 1, 2, 64);
+  q.values[0] = 7.35f;
+  k.values[64] = -1.0f;
+  v.values[0] = 1.0f;
+  v.values[64 + 1] = 1.0f;
+  const double p1 = 127 * std::exp(-7.35 / 8);
+  REQUIRE(p1 == Approx(50.67).margin(0.01));  // far from 50, 50.5 and 51: rounding decides the code
+  for (const char* scale : {"127", "per-block"}) {
+    for (const char* rounding : {"", ":toward-zero"}) {
+      Pipeline p = preset("fp32", 64);
+      for (const std::string s : {std::string("p=int8:") + scale + rounding, std::string("v=int8:per-channel"),
+                                  std::string("pv=fp32-fma"), std::string("accumulation=two-level"),
+                                  std::string("output=fp32")})
+        REQUIRE_FALSE(set_stage(p, s));
+      REQUIRE_FALSE(p.validate(64, 64));
+      const ForwardResult r = forward(p, q, k, v, {.threads = 1});
+      const double ratio = double(r.output[1]) / double(r.output[0]);
+      INFO("p=int8:" << scale << rounding << ": output " << r.output[0] << ", " << r.output[1]);
+      if (*rounding == '\0') {
+        CHECK(ratio == Approx(51.0 / 127).epsilon(1e-6));
+      } else {
+        const bool truncated = ratio == Approx(50.0 / 127).epsilon(1e-6) || ratio == Approx(50.0 / 126).epsilon(1e-6);
+        CHECK(truncated);
+      }
+    }
+  }
+}
+
 TEST_CASE("stages by name: every preset's values read back to the same pipeline", "[attention][stages]") {
   for (const auto& info : preset_list()) {
     INFO(info.name);
@@ -495,6 +531,17 @@ TEST_CASE("stages: unknown names and values, impossible combinations", "[attenti
   invalid({"p=e2m1:two-level"}, "multiplies e4m3 x e4m3, but P is e2m1");
   invalid({"p=fp16:1"}, "but P is fp16");
   invalid({"accumulation=in-place", "p=e4m3:per-block"}, "in-place accumulation needs P's static scale");
+  invalid({"p=e4m3:448:toward-zero"}, "the FP8 and FP4 casts (cvt.rn.satfinite) round to nearest only");
+  invalid({"p=int8:127:toward-positive"}, "rounds to nearest-even or toward-zero");
+  invalid({"p=e2m1:two-level:toward-zero"}, "P's rounding applies to a static or per-block scale");
+  // A rounding reads back as written; nearest-even is the default, left out.
+  for (const char* text : {"int8:127:toward-zero", "int8:per-block:toward-zero", "fp16:1:toward-zero", "int8:127"}) {
+    Pipeline x = preset("sage2-4b", 64);
+    REQUIRE_FALSE(set_stage(x, std::string("p=") + text));
+    for (const auto& [stage, value] : stage_values(x))
+      if (stage == "p") CHECK(value == text);
+  }
+  CHECK_THAT(*set_stage(p, "p=int8:toward-zero"), Catch::Contains("expected FORMAT:MAX"));
   invalid({"exp2-argument=fused", "smooth-q=on"}, "fused needs smooth-q=off");
   CHECK_THAT(*preset("hadamard", 80).validate(80, 80), Catch::Contains("power-of-two head dimension (d = 80)"));
   CHECK_THROWS_WITH(preset("sage9", 64), Catch::Contains("unknown preset 'sage9' (presets: fp32, fa2-fp16"));

@@ -192,6 +192,53 @@ TEST_CASE("every experiment runs at a tiny size and writes metrics.csv, provenan
   }
 }
 
+// Issue 38's guessed settings: Q and K per token in Tables 6 and 9, INT8 P truncated or per block,
+// the long flat dataset. What each variant ran is what provenance.json records of its stages.
+TEST_CASE("per-token Q and K (option qk-granularity), INT8 P's variants and the synthetic-flat dataset run as asked", "[experiments][cli]") {
+  for (const std::string name : {"pv-format", "smoothing"}) {
+    SECTION(name) {
+      const fs::path out = fresh("per-token-flat-" + name);
+      const Run r = run_cli("run " + name + " --datasets synthetic-flat --heads 1 --tokens 512 --qk-granularity per-token "
+                            "--threads 2 --no-plots --out " + out.string());
+      INFO(r.output);
+      REQUIRE(r.status == 0);
+      const Metrics m = read_metrics(out, name);
+      CHECK(datasets_of(m) == std::set<std::string>{"synthetic-flat"});
+      std::ifstream in(out / "provenance.json");
+      const nlohmann::json p = nlohmann::json::parse(in);
+      const nlohmann::json& slice = p.at("config").at("datasets").at("synthetic-flat").at("slice");
+      CHECK(slice.at("queries") == 128);
+      CHECK(slice.at("keys") == 512);
+      REQUIRE(p.at("formats").size() >= 6);
+      for (const auto& [variant, pipeline] : p.at("formats").items()) {
+        INFO(variant);
+        CHECK(pipeline.at("stages").at("q") == "int4:per-token");
+        CHECK(pipeline.at("stages").at("k") == "int4:per-token");
+      }
+      if (name == "pv-format") {
+        CHECK(p.at("formats").at("INT8").at("stages").at("p") == "int8:127");
+        CHECK(p.at("formats").at("INT8, P truncated").at("stages").at("p") == "int8:127:toward-zero");
+        CHECK(p.at("formats").at("INT8, P per block").at("stages").at("p") == "int8:per-block");
+        CHECK(p.at("formats").at("INT8, P per block, truncated").at("stages").at("p") == "int8:per-block:toward-zero");
+      }
+    }
+  }
+}
+
+TEST_CASE("synthetic-sink: the preset sink's spec, one sink key, recorded with the dataset", "[experiments][cli]") {
+  const fs::path out = fresh("sink");
+  const Run r = run_cli("run fp4 --datasets synthetic-sink --heads 1 --tokens 256 --threads 2 --no-plots --out " + out.string());
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(datasets_of(read_metrics(out, "fp4")) == std::set<std::string>{"synthetic-sink"});
+  std::ifstream in(out / "provenance.json");
+  const nlohmann::json spec = nlohmann::json::parse(in).at("config").at("datasets").at("synthetic-sink");
+  CHECK(spec.at("synthetic").at("preset") == "sink");
+  CHECK(spec.at("synthetic").at("sink_tokens") == 1);
+  CHECK(spec.at("synthetic").at("tokens") == 256);
+  CHECK(spec.at("slice").at("queries") == 128);
+}
+
 TEST_CASE("a copy of the SmolLM2 capture given by --data-dir is read from where it is, and named so", "[experiments][cli]") {
   // Outside the repository (a path inside it would be recorded relative to its root): as given.
   const fs::path copy = fs::temp_directory_path() / ("lowbit-smollm2-copy-" + std::to_string(::getpid()));

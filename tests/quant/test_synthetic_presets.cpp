@@ -211,3 +211,104 @@ TEST_CASE("synthetic preset smollm2: the statistics measured on SmolLM2-135M's Q
   CHECK(median(crest) < double(measured["k"]["crest_factor"]["p25"]));
   CHECK(median(token_amax) > double(measured["k"]["token_amax_ratio"]["max"]));
 }
+
+// What the preset "flat" says of itself (numerics/synthetic.cpp), measured on 64 queries of each
+// head against all 16384 keys in double: the rows' mass lies mostly between 2^-10 and 2^-3 of their
+// maximum, 10-35% of it under 1/254, the maximum holds under 5% of a row on average and 20% at most,
+// V's means hold over 90% of its energy.
+TEST_CASE("synthetic preset flat: long flat rows, V dominated by its channel means", "[synthetic]") {
+  const SyntheticAttentionSpec s = synthetic_preset("flat");
+  REQUIRE(s.tokens == 16384);
+  const AttentionData d = make_synthetic_attention(s);
+  REQUIRE(d.heads() == 2);
+  for (int h = 0; h < d.heads(); ++h) {
+    INFO("head " << h);
+    const MatrixF& q = d.q[std::size_t(h)];
+    const MatrixF& k = d.k[std::size_t(h)];
+    double middle = 0, under = 0, share = 0, largest = 0;
+    const int queries = 64;
+    std::vector<double> logits(std::size_t(s.tokens));
+    for (int i = 0; i < queries; ++i) {
+      double m = -INFINITY;
+      for (int j = 0; j < s.tokens; ++j) {
+        double dot = 0;
+        for (int c = 0; c < s.dim; ++c) dot += double(q(i, c)) * double(k(j, c));
+        logits[std::size_t(j)] = dot / std::sqrt(double(s.dim));
+        m = std::max(m, logits[std::size_t(j)]);
+      }
+      double sum = 0, in_middle = 0, in_under = 0;
+      for (double x : logits) {
+        const double p = std::exp(x - m);
+        sum += p;
+        if (p >= std::exp2(-10) && p <= std::exp2(-3)) in_middle += p;
+        if (p < 1.0 / 254) in_under += p;
+      }
+      middle += in_middle / sum / queries;
+      under += in_under / sum / queries;
+      share += 1 / sum / queries;  // the maximum's own share: exp(0) / sum
+      largest = std::max(largest, 1 / sum);
+    }
+    CHECK(middle > 0.5);
+    CHECK(under > 0.10);
+    CHECK(under < 0.35);
+    CHECK(share < 0.05);
+    CHECK(largest < 0.20);
+    CHECK(tensor_statistics(d.v[std::size_t(h)]).mean_energy_fraction > 0.9);
+  }
+}
+
+// What the preset "sink" says of itself, on 64 queries of each head against all 16384 keys in
+// double: key 0 scores 7-9 nats above the others' mean and holds 5-40% of a row on average, the
+// other keys keep under 10% of a row's mass at 1/254 of its maximum or more, V's means hold
+// 35-65% of its energy; without the sink (sink_tokens 0, the same draws) key 0 is an ordinary key.
+TEST_CASE("synthetic preset sink: one key every query attends to over a flat bulk", "[synthetic]") {
+  for (const bool sink : {true, false}) {
+    SyntheticAttentionSpec s = synthetic_preset("sink");
+    REQUIRE(s.sink_tokens == 1);
+    if (!sink) s.sink_tokens = 0;
+    const AttentionData d = make_synthetic_attention(s);
+    for (int h = 0; h < d.heads(); ++h) {
+      INFO("head " << h << (sink ? ", with the sink" : ", without it"));
+      const MatrixF& q = d.q[std::size_t(h)];
+      const MatrixF& k = d.k[std::size_t(h)];
+      const int queries = 64;
+      double gap = 0, share = 0, kept = 0;
+      std::vector<double> logits(std::size_t(s.tokens));
+      for (int i = 0; i < queries; ++i) {
+        double m = -INFINITY, others = 0;
+        for (int j = 0; j < s.tokens; ++j) {
+          double dot = 0;
+          for (int c = 0; c < s.dim; ++c) dot += double(q(i, c)) * double(k(j, c));
+          logits[std::size_t(j)] = dot / std::sqrt(double(s.dim));
+          m = std::max(m, logits[std::size_t(j)]);
+          if (j > 0) others += logits[std::size_t(j)] / (s.tokens - 1);
+        }
+        double sum = 0, large = 0;
+        for (int j = 0; j < s.tokens; ++j) {
+          const double p = std::exp(logits[std::size_t(j)] - m);
+          sum += p;
+          if (j > 0 && p >= 1.0 / 254) large += p;
+        }
+        gap += (logits[0] - others) / queries;
+        share += std::exp(logits[0] - m) / sum / queries;
+        kept += large / sum / queries;
+      }
+      if (sink) {
+        CHECK(gap > 7);
+        CHECK(gap < 9);
+        CHECK(share > 0.05);
+        CHECK(share < 0.40);
+        CHECK(kept < 0.10);
+      } else {
+        CHECK(std::fabs(gap) < 2);
+        CHECK(share < 0.01);
+      }
+      CHECK(tensor_statistics(d.v[std::size_t(h)]).mean_energy_fraction > 0.35);
+      CHECK(tensor_statistics(d.v[std::size_t(h)]).mean_energy_fraction < 0.65);
+    }
+  }
+  SyntheticAttentionSpec no_mean = synthetic_preset("sink");
+  no_mean.q_bias_std = 0;
+  REQUIRE(no_mean.validate());
+  CHECK_THAT(*no_mean.validate(), Catch::Contains("a Q mean to point the sinks' keys along"));
+}
