@@ -384,7 +384,7 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
                  "cpu: every variant emulated; gpu: every variant on Q, K, V rounded to fp16 (the kernels' inputs; the "
                  "float64 reference stays the dataset's), and each variant a kernel computes bit for bit "
                  "(kernels/attention/gpu_forward.hpp: sage2-8b and sage2-8b-ex2, every stage the preset's, d = 64 or 128, "
-                 "as many queries as keys) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
+                 "no more queries than keys) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
                  "LSE value compared with the emulation's, gpu-check.json and a table in table.md; exits 1 after writing "
                  "them if any differ, 77 where there is no GPU. Variants no kernel computes run emulated, 'emulated only: "
                  "REASON'")

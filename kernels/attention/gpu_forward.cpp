@@ -1,5 +1,6 @@
 #include "kernels/attention/gpu_forward.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <functional>
 #include <stdexcept>
@@ -100,12 +101,13 @@ std::optional<std::string> not_in_format(const Tensor4& t, const std::string& na
   return std::nullopt;
 }
 
+// N = K's tokens: fewer queries run as the first rows of N (the rest zero rows, discarded).
 Sage2Problem sage2_problem(const Sage2Config& c, const Tensor4& q, const Tensor4& k, const la::ForwardOptions& o) {
   Sage2Problem problem;
   problem.batch = q.batch;
   problem.heads_q = q.heads;
   problem.heads_kv = k.heads;
-  problem.tokens = q.tokens;
+  problem.tokens = k.tokens;
   problem.head_dim = q.dim;
   problem.causal = o.causal;
   problem.dtype = c.dtype;
@@ -127,8 +129,10 @@ std::optional<std::string> sage2_unsupported_or(const la::Pipeline& p, const Ten
   if (k.batch != q.batch || v.batch != q.batch) return fmt::format("Q, K, V batches {}, {}, {} differ", q.batch, k.batch, v.batch);
   if (k.dim != q.dim || v.dim != q.dim)
     return fmt::format("the kernel takes one head dimension for Q, K and V (here {}, {}, {})", q.dim, k.dim, v.dim);
-  if (k.tokens != q.tokens || v.tokens != q.tokens)
-    return fmt::format("the kernel takes as many queries as keys (here {} queries, {} keys)", q.tokens, k.tokens);
+  if (v.tokens != k.tokens) return fmt::format("K and V have {} and {} tokens", k.tokens, v.tokens);
+  if (q.tokens > k.tokens)
+    return fmt::format("the kernel takes as many queries as keys, or fewer padded with zero rows (here {} queries, {} keys)",
+                       q.tokens, k.tokens);
   if (k.heads != v.heads) return fmt::format("K and V have {} and {} heads", k.heads, v.heads);
   const Sage2Problem problem = sage2_problem(*match, q, k, o);
   if (auto bad = problem.validate()) return *bad;
@@ -148,12 +152,18 @@ la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const T
   std::optional<Sage2Config> match;
   if (auto why = sage2_unsupported_or(p, q, k, v, o, match)) throw std::invalid_argument("sage2-8b kernel: " + *why);
   const Format& f = format_of(match->dtype);
-  const auto codes = [&](const Tensor4& t) {  // exact: sage2_unsupported checked every value
-    std::vector<std::uint16_t> c(t.values.size());
-    for (std::size_t i = 0; i < c.size(); ++i) c[i] = std::uint16_t(encode(f, double(t.values[i])));
+  const Sage2Problem problem = sage2_problem(*match, q, k, o);
+  const std::size_t n = std::size_t(problem.tokens), rows = std::size_t(q.tokens), dim = std::size_t(q.dim);
+  // Each (batch, head)'s tokens, then zero codes (+0) up to N; exact: sage2_unsupported checked every value.
+  const auto codes = [&](const Tensor4& t) {
+    const std::size_t heads = std::size_t(t.batch) * std::size_t(t.heads), tokens = std::size_t(t.tokens);
+    std::vector<std::uint16_t> c(heads * n * dim, 0);
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < tokens * dim; ++i)
+        c[h * n * dim + i] = std::uint16_t(encode(f, double(t.values[h * tokens * dim + i])));
     return c;
   };
-  const Sage2HostResult r = sage2_attention_host(sage2_problem(*match, q, k, o), codes(q), codes(k), codes(v));
+  const Sage2HostResult r = sage2_attention_host(problem, codes(q), codes(k), codes(v));
   la::ForwardResult out;
   out.batch = q.batch;
   out.heads = q.heads;
@@ -163,10 +173,19 @@ la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const T
   out.head_dim = q.dim;
   out.value_dim = v.dim;
   out.output_format = f;
-  out.lse = r.lse;
-  out.output_codes.assign(r.out.begin(), r.out.end());
-  out.output.resize(r.out.size());
-  for (std::size_t i = 0; i < r.out.size(); ++i) out.output[i] = float(decode(f, r.out[i]));
+  // The first q.tokens rows of each (batch, Q head).
+  const std::size_t heads = std::size_t(q.batch) * std::size_t(q.heads);
+  out.lse.resize(heads * rows);
+  out.output_codes.resize(heads * rows * dim);
+  out.output.resize(heads * rows * dim);
+  for (std::size_t h = 0; h < heads; ++h) {
+    std::copy_n(r.lse.begin() + std::ptrdiff_t(h * n), rows, out.lse.begin() + std::ptrdiff_t(h * rows));
+    for (std::size_t i = 0; i < rows * dim; ++i) {
+      const std::uint16_t code = r.out[h * n * dim + i];
+      out.output_codes[h * rows * dim + i] = code;
+      out.output[h * rows * dim + i] = float(decode(f, code));
+    }
+  }
   return out;
 }
 

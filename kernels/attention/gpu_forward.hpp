@@ -13,9 +13,12 @@
 //   sage2-8b  SageAttention2-8b on Hopper (sage2_attention.hpp): the presets sage2-8b (the
 //             contract's exp2 polynomial) and sage2-8b-ex2 (MUFU.EX2), each with the output (and the
 //             kernel's input) in fp16 or bf16 (attention::follow_inputs); Q, K, V values of that
-//             format, as many Q as K tokens, one head dimension for Q, K, V, whole Q heads per KV
-//             head, Sage2Problem::validate (d = 64 or 128), the whole KV range, no descales or
-//             given K means.
+//             format, one head dimension for Q, K, V, whole Q heads per KV head,
+//             Sage2Problem::validate (d = 64 or 128), the whole KV range, no descales or given K
+//             means; at most as many Q as K tokens: fewer queries run as the first rows of a
+//             problem of N = K's tokens, the rest zero rows (rows are independent but for Q's
+//             per-thread scale groups within a block of queries, whose amax zero rows leave as
+//             the emulation's zero padding does; a causal mask is top-left in both).
 //
 // gpu_forward fills the ForwardResult's shape, output_format, output_codes, lse and output (the
 // codes' values: the kernel keeps no output before rounding); it keeps no quantized operands

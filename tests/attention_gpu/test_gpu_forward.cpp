@@ -3,6 +3,7 @@
 // those before touching a GPU). The kernel against the emulation is the GPU ctests' (exit 77 here).
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cmath>
 #include <stdexcept>
 
@@ -85,10 +86,11 @@ TEST_CASE("gpu_unsupported: inputs, shapes and options the kernel does not take"
   const auto not_fp16 = gpu_unsupported(p, q32, k, v, kOptions);
   REQUIRE(not_fp16);
   CHECK_THAT(*not_fp16, Catch::Contains("Q[0, 0, 5, 3] = 0.1 is not a fp16 value"));
-  // The kernel runs as many queries as keys.
-  const auto window = gpu_unsupported(p, inputs(2, 64, 64, 1), k, v, kOptions);
-  REQUIRE(window);
-  CHECK_THAT(*window, Catch::Contains("as many queries as keys (here 64 queries, 128 keys)"));
+  // Fewer queries than keys run padded with zero rows; more do not.
+  CHECK_FALSE(gpu_unsupported(p, inputs(2, 64, 64, 1), k, v, kOptions));
+  const auto more = gpu_unsupported(p, inputs(2, 192, 64, 1), k, v, kOptions);
+  REQUIRE(more);
+  CHECK_THAT(*more, Catch::Contains("as many queries as keys, or fewer") && Catch::Contains("(here 192 queries, 128 keys)"));
   // A head dimension without a kernel (the preset's recipe, or the problem's check, refuses it).
   const Tensor4 q80 = inputs(1, 64, 80, 1), k80 = inputs(1, 64, 80, 2), v80 = inputs(1, 64, 80, 3);
   CHECK(gpu_unsupported(la::preset("sage2-8b", 64), q80, k80, v80, kOptions));
@@ -109,4 +111,35 @@ TEST_CASE("gpu_unsupported: inputs, shapes and options the kernel does not take"
   q16.values[0] = 1.0f + 1.0f / 1024;  // fp16, not bf16
   CHECK_THAT(gpu_unsupported(bf16, q16, k, v, kOptions).value_or(""), Catch::Contains("is not a bf16 value"));
   CHECK_FALSE(gpu_unsupported(p, q16, k, v, kOptions));  // and an fp16 one
+}
+
+TEST_CASE("fewer queries than keys: the emulated window equals the first rows of the zero-padded problem") {
+  // What sage2-8b's padded run rests on: the kernel equals the emulation on N x N (check_sage2_gpu),
+  // and the emulation of Q's first rows equals the first rows of the emulation of Q padded with
+  // zero rows to N, every output code and LSE bit (a partial Q block included).
+  for (const char* preset : {"sage2-8b", "sage2-8b-ex2"})
+    for (int d : {64, 128})
+      for (bool causal : {false, true})
+        for (int queries : {100, 128, 200}) {
+          INFO(preset << " d = " << d << (causal ? " causal" : "") << ", " << queries << " queries");
+          const la::Pipeline p = la::preset(preset, d);
+          const Tensor4 k = inputs(2, 256, d, 2), v = inputs(2, 256, d, 3), full = inputs(2, 256, d, 1);
+          Tensor4 window(1, 2, queries, d), padded(1, 2, 256, d);  // padded: zero rows past `queries`
+          for (int h = 0; h < 2; ++h)
+            for (int t = 0; t < queries; ++t)
+              for (int c = 0; c < d; ++c) window.row(0, h, t)[c] = padded.row(0, h, t)[c] = full.row(0, h, t)[c];
+          REQUIRE_FALSE(gpu_unsupported(p, window, k, v, {.causal = causal, .keep_operands = false}));
+          const la::ForwardResult a = la::forward(p, window, k, v, {.causal = causal, .threads = 1, .keep_operands = false});
+          const la::ForwardResult b = la::forward(p, padded, k, v, {.causal = causal, .threads = 1, .keep_operands = false});
+          std::size_t codes_differ = 0, lse_differ = 0;
+          for (int h = 0; h < 2; ++h)
+            for (int t = 0; t < queries; ++t) {
+              const std::size_t ra = std::size_t(h * queries + t), rb = std::size_t(h * 256 + t);
+              lse_differ += std::bit_cast<std::uint32_t>(a.lse[ra]) != std::bit_cast<std::uint32_t>(b.lse[rb]);
+              for (int c = 0; c < d; ++c)
+                codes_differ += a.output_codes[ra * std::size_t(d) + std::size_t(c)] != b.output_codes[rb * std::size_t(d) + std::size_t(c)];
+            }
+          CHECK(codes_differ == 0);
+          CHECK(lse_differ == 0);
+        }
 }
