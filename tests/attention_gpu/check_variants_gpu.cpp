@@ -10,10 +10,13 @@
 // 77: no GPU (after the list of skipped variants).
 //   --configs all|quick   quick: N = 1000 only
 //   --only TEXT           only variants whose name contains TEXT
+//   --emulate-arch A      the emulated side's arch (default sm_90: the twin itself); sm_89 (the Ada
+//                         presets' models) is a negative control: FP8 and FP16 P V then differ
 #include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -88,13 +91,14 @@ void compare(const attention::ForwardResult& gpu, const attention::ForwardResult
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string configs = "all", only;
+  std::string configs = "all", only, emulate_arch = "sm_90";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--configs" && i + 1 < argc) configs = argv[++i];
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--emulate-arch" && i + 1 < argc) emulate_arch = argv[++i];
     else {
-      std::cerr << "usage: check_variants_gpu [--configs all|quick] [--only TEXT]\n";
+      std::cerr << "usage: check_variants_gpu [--configs all|quick] [--only TEXT] [--emulate-arch ARCH]\n";
       return 2;
     }
   }
@@ -125,6 +129,7 @@ int main(int argc, char** argv) {
     inputs.push_back(make_input(64, 2100, false, 14));
   }
   bool any_differ = false;
+  if (emulate_arch != "sm_90") std::cout << "emulated with arch=" << emulate_arch << " (not the twin)\n";
   std::cout << fmt::format("{:<58} {:>12} {:>12} {:>9} {:>10}\n", "variant (Hopper twin)", "codes", "codes differ",
                            "LSE", "LSE differ");
   for (const tests::VariantSpec& v : run) {
@@ -134,7 +139,9 @@ int main(int argc, char** argv) {
       attention::ForwardOptions options;
       options.causal = in.causal;
       options.keep_operands = false;
-      const attention::ForwardResult emu = attention::forward(twin, in.q, in.k, in.v, options);
+      attention::Pipeline emulated = twin;
+      if (auto why = attention::set_stage(emulated, "arch=" + emulate_arch)) throw std::invalid_argument(*why);
+      const attention::ForwardResult emu = attention::forward(emulated, in.q, in.k, in.v, options);
       const attention::ForwardResult got = kernels::attention::variant_forward(twin, in.q, in.k, in.v, options);
       compare(got, emu, in.name, t);
     }
