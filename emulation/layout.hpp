@@ -125,4 +125,69 @@ LOWBIT_HD constexpr Fragment wgmma_m64_d(int n) {
   return f;
 }
 
+// Registers reused as an 8-bit A operand (P in P·V, FlashAttention's trick): the k32 group s of an
+// m64nN accumulator (columns 32s .. 32s+31) feeds one k32 step of the next product. Each thread
+// holds, in both fragments, the same rows and the same number of values per row, so it needs no
+// data from other threads: its A values of a row, in value order, take its accumulator values of
+// that row in that group, in value order. The columns do not agree: A column p holds what was
+// accumulator column key_of_column[p] of the group. The wgmma fragments are the mma.sync ones
+// (m16n8 accumulator, m16n8k32 A) per warp, so the map is also a warp's that keeps P of mma.sync
+// tiles in registers (SageAttention2's Ada kernels). Where the product rounds parts of a k step
+// apart (Hopper's software mma.sync FP8: two HMMA over k mod 4 in {0,1} and {2,3}), this order
+// decides which keys are summed together.
+struct AccumulatorToA8 {
+  static constexpr int kGroupColumns = 32;
+  static constexpr int kAValues = 16;
+  int groups = 0;                                   // N / 32
+  std::array<std::array<int, kAValues>, 8> source{};  // [group][A value] -> accumulator value
+  std::array<int, kGroupColumns> key_of_column{};   // A column p -> accumulator column in the group
+  bool consistent = false;                          // one map serves every thread and every group
+};
+
+// The map for an m64nN accumulator (N a multiple of 32, at most 256).
+LOWBIT_HD constexpr AccumulatorToA8 accumulator_to_a8(int n) {
+  constexpr int kColumns = AccumulatorToA8::kGroupColumns;
+  const layout::Fragment d = layout::wgmma_m64_d(n);
+  const layout::Fragment a = layout::wgmma_m64k32_a8;
+  AccumulatorToA8 m;
+  m.groups = n / kColumns;
+  m.consistent = a.value_count == AccumulatorToA8::kAValues && n % kColumns == 0 && a.threads() == d.threads() &&
+                 m.groups >= 1 && m.groups <= 8;
+  // Thread bits past the 4 lanes of a row (groupID, warp) move both fragments by the same rows
+  // and no columns, so the 4 lanes of one row decide the map for every thread.
+  for (int b = 2; b < a.thread_bits; ++b)
+    if (a.thread_basis[b] != d.thread_basis[b] || a.thread_basis[b].col != 0) m.consistent = false;
+  if (!m.consistent) return m;
+  for (int p = 0; p < kColumns; ++p) m.key_of_column[p] = -1;
+  for (int thread = 0; thread < 4; ++thread)
+    for (int group = 0; group < m.groups; ++group)
+      for (int i = 0; i < a.value_count; ++i) {
+        const layout::Offset at = a(thread, i);
+        int rank = 0;  // A values of this row before value i
+        for (int j = 0; j < i; ++j) rank += a(thread, j).row == at.row;
+        int source = -1;
+        for (int v = 0, seen = 0; v < d.value_count && source < 0; ++v) {
+          const layout::Offset from = d(thread, v);
+          if (from.row != at.row || from.col < group * kColumns || from.col >= (group + 1) * kColumns) continue;
+          if (seen++ == rank) source = v;
+        }
+        if (source < 0 || at.col < 0 || at.col >= kColumns) {
+          m.consistent = false;
+          return m;
+        }
+        const int key = d(thread, source).col - group * kColumns;
+        if (thread == 0) m.source[group][i] = source;
+        if (m.source[group][i] != source) m.consistent = false;
+        if (m.key_of_column[at.col] < 0) m.key_of_column[at.col] = key;
+        if (m.key_of_column[at.col] != key) m.consistent = false;
+      }
+  // key_of_column must be a permutation of the group's 32 columns.
+  for (int key = 0; key < kColumns; ++key) {
+    int count = 0;
+    for (int p = 0; p < kColumns; ++p) count += m.key_of_column[p] == key;
+    if (count != 1) m.consistent = false;
+  }
+  return m;
+}
+
 }  // namespace lowbit::layout

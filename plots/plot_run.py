@@ -252,10 +252,17 @@ def plot_smoothing(out_dir, experiment, provenance):
 def plot_accumulator(out_dir, experiment, provenance):
     rows, _ = read_csv(os.path.join(out_dir, "summary.csv"))
     series = defaultdict(list)  # (dataset, variant without the length) -> [(keys, rel_l1, worst)]
+    # --device gpu: a variant's GPU rows ("NAME (GPU)") are drawn only where it has no emulated ones (--no-check).
+    plain = {(r["dataset"], r["variant"]) for r in rows}
     for r in rows:
-        if " @ " not in r["variant"]:
+        variant = r["variant"]
+        if variant.endswith(" (GPU)"):
+            if (r["dataset"], variant[: -len(" (GPU)")]) in plain:
+                continue
+            variant = variant[: -len(" (GPU)")]
+        if " @ " not in variant:
             continue
-        name, keys = r["variant"].rsplit(" @ ", 1)
+        name, keys = variant.rsplit(" @ ", 1)
         series[(r["dataset"], name)].append((int(keys.split()[0]), float(r["rel_l1_mean"]), float(r["rmse_mean"])))
     datasets = ordered(d for d, _ in series)
     names = ordered(n for _, n in series)

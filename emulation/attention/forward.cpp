@@ -15,6 +15,7 @@
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/flash3_steps.hpp"
 #include "emulation/attention/sage2_sm90_steps.hpp"
+#include "emulation/layout.hpp"
 #include "emulation/attention/forward_operands.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
@@ -72,6 +73,19 @@ float accumulator_value(const Format& f, std::uint32_t bits) {
 }
 
 // A lane's share of a row's block sum: its columns (lane_of_column) in column order, as a tree.
+// P's columns and V's rows as a kernel that keeps P in registers feeds each 32-key k step (p-keys=registers).
+void order_keys_as_registers(MatrixCode& p, MatrixCode& v) {
+  static constexpr layout::AccumulatorToA8 kMap = layout::accumulator_to_a8(layout::AccumulatorToA8::kGroupColumns);
+  static_assert(kMap.consistent);
+  constexpr int kStep = layout::AccumulatorToA8::kGroupColumns;
+  const MatrixCode p_keys = p, v_keys = v;
+  for (int first = 0; first + kStep <= p.cols(); first += kStep)
+    for (int c = 0; c < kStep; ++c) {
+      p.col(first + c) = p_keys.col(first + kMap.key_of_column[std::size_t(c)]);
+      v.row(first + c) = v_keys.row(first + kMap.key_of_column[std::size_t(c)]);
+    }
+}
+
 float lane_sum(const float* p, int block_kv, int lane) {
   float v[64];
   int n = 0;
@@ -174,7 +188,9 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   // flash2 and flash3 keep the raw accumulators (their scale is one per head); sage2-sm90 too, with
   // its per-pair scale in sage2_scale (the last block: the dequantized scores and the plain scale).
   const bool flash2 = pl.softmax == Softmax::flash2, flash3 = pl.softmax == Softmax::flash3;
-  const bool sage2 = pl.softmax == Softmax::sage2_sm90;
+  const bool sage2 = sage2_released(pl.softmax);
+  const int sage2_dequantized =
+      pl.softmax == Softmax::sage2_sm89 ? sage2_sm90::kDequantizedBlocksSm89 : sage2_sm90::kDequantizedBlocksSm90;
   const bool fused = pl.exponential.fused() && !flash2 && !flash3 && !sage2;
   // flash3: the kernel's descales are the operands' per-tensor scales times the stage's.
   const float flash3_offset = pl.p.log2_scale;
@@ -249,14 +265,14 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         for (int c = 0; c < bkv; ++c)
           put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)), pair_scale_of(r, c));
     }
-    if (sage2) {  // the kernel's last iteration dequantizes the scores first (sage2_sm90_steps.hpp)
-      const bool last = kb == last_block_run;
+    if (sage2) {  // the kernel's last iterations dequantize the scores first (sage2_sm90_steps.hpp)
+      const bool dequantized_first = kb > last_block_run - sage2_dequantized;
       for (int r = 0; r < rows; ++r) {
         const float q_scale = row_scale(pq.q.tensor, pl.q, first_row + r);
         for (int c = 0; c < bkv; ++c) {
           const float dequantization = sage2_sm90::dequantization(q_scale, kv.k_scale[std::size_t(first_key + c)]);
-          if (last) s(r, c) = flash3::mul_ftz(s(r, c), dequantization);
-          sage2_scale(r, c) = last ? sage2_scale_log2 : steps::mul_rn(sage2_scale_log2, dequantization);
+          if (dequantized_first) s(r, c) = flash3::mul_ftz(s(r, c), dequantization);
+          sage2_scale(r, c) = dequantized_first ? sage2_scale_log2 : steps::mul_rn(sage2_scale_log2, dequantization);
         }
       }
     }
@@ -369,8 +385,10 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
         for (int c = 0; c < dv; ++c)
           c_bits(r, c) = std::bit_cast<std::uint32_t>(
               (flash3 ? flash3::mul_ftz : steps::mul_rn)(o[std::size_t(r) * std::size_t(dv) + std::size_t(c)], alpha[std::size_t(r)]));
-      const MatrixCode b = kv.v_operand.codes.middleRows(first_v, bkv);
-      const MatrixCode d = mma::gemm(pv, {pb.codes, b, c_bits});
+      MatrixCode b = kv.v_operand.codes.middleRows(first_v, bkv);
+      MatrixCode a = pb.codes;
+      if (pl.p_keys == PKeys::registers) order_keys_as_registers(a, b);
+      const MatrixCode d = mma::gemm(pv, {a, b, c_bits});
       for (int r = 0; r < rows; ++r)
         for (int c = 0; c < dv; ++c) o[std::size_t(r) * std::size_t(dv) + std::size_t(c)] = std::bit_cast<float>(d(r, c));
       continue;
@@ -378,8 +396,9 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     const int chunk = pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * pv.atom.k : bkv;
     for (int j0 = 0; j0 < bkv; j0 += chunk) {
       const int width = std::min(chunk, bkv - j0);
-      const MatrixCode a = pb.codes.middleCols(j0, width);
-      const MatrixCode b = kv.v_operand.codes.middleRows(first_v + j0, width);
+      MatrixCode a = pb.codes.middleCols(j0, width);
+      MatrixCode b = kv.v_operand.codes.middleRows(first_v + j0, width);
+      if (pl.p_keys == PKeys::registers) order_keys_as_registers(a, b);
       const MatrixCode zero = MatrixCode::Zero(rows, dv);
       MatrixCode a_scales, b_scales;
       if (pv.atom.block_scaled()) {

@@ -200,8 +200,15 @@ struct ExponentialStage {
 // place, or FlashAttention-3's Hopper forward as released (flash3_steps.hpp: the same shape with fast
 // math, P offset by 2^(p's log2) before its cast, and the kernel's descales), or SageAttention2's
 // Hopper kernel as released (sage2_sm90_steps.hpp: per-thread scales fused into the exponent's fma,
-// the last KV block dequantized first, P offset by p's log2 = 8.807, the kernel's log2 LSE).
-enum class Softmax : std::uint8_t { contract, flash2, flash3, sage2_sm90 };
+// the last KV block dequantized first, P offset by p's log2 = 8.807, the kernel's log2 LSE), or its Ada
+// kernel (the same steps on mma.sync tiles of 128 x 64, the last two KV blocks dequantized first).
+enum class Softmax : std::uint8_t { contract, flash2, flash3, sage2_sm90, sage2_sm89 };
+// P's keys within each 32-key k step of an instruction's P V: in key order, or as a kernel that keeps
+// P in registers feeds them (layout::accumulator_to_a8: A column p holds key key_of_column[p], V's
+// rows permuted alike). The order shows only where the instruction rounds parts of a k step apart.
+enum class PKeys : std::uint8_t { natural, registers };
+// SageAttention2's released kernels (sage2_sm90_steps.hpp).
+inline bool sage2_released(Softmax s) { return s == Softmax::sage2_sm90 || s == Softmax::sage2_sm89; }
 
 // Whose arithmetic the quantizers of Q, K and V run (quant/quantize.hpp's Arithmetic): lowbit's IEEE
 // division, or SageAttention2's released quantizers (Triton per-thread INT8 for Q and K with MUFU.RCP
@@ -243,6 +250,7 @@ struct Pipeline {
   SmoothingStage smoothing;
   OperandStage q, k, v;
   MatmulStage qk, pv;
+  PKeys p_keys = PKeys::natural;
   PStage p;
   AccumulationStage accumulation;
   ExponentialStage exponential;
@@ -335,7 +343,7 @@ struct ForwardResult {
   std::vector<QuantizedHead> k, v;  // [batch * kv_heads], with keep_operands
   std::vector<float> lse;           // [batch, heads, tokens]: natural log of sum_j exp(q.k_j / sqrt(d))
                                     // (K smoothed: the smoothed scores' LSE plus the row bias q.kbar / sqrt(d));
-                                    // softmax sage2-sm90: the kernel's own, log2 of the smoothed scores' sum
+                                    // softmax sage2-sm90/sm89: the kernel's own, log2 of the smoothed scores' sum
   std::vector<float> output;        // [batch, heads, tokens, value_dim]: before rounding
   std::vector<Code> output_codes;   // the same rounded to output_format
   // Multiply-accumulates emulated: QK^T over the padded head dimension and P V, per query row and

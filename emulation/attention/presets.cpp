@@ -294,6 +294,44 @@ Pipeline sageattn2_sm90(bool per_warp) {
   return p;
 }
 
+// SageAttention2's Ada path as released, which setup.py also builds for sm90: thu-ml/SageAttention
+// d1a57a5, sageattention/core.py's sageattn_qk_int8_pv_fp8_cuda with its defaults (per_thread,
+// smooth_k, pv_accum_dtype "fp32+fp16": V's channels quantized to 2.25 so 32 products of P <= 448 stay in
+// fp16), the kernel qk_int8_sv_f8_accum_f16_fuse_v_scale_attn_inst_buf (qk_int_sv_f8_cuda_sm89.cuh;
+// sage2_sm90_steps.hpp), or "fp32+fp32" (V at 448, ..._accum_f32_..., FP22). The wrapper pads as on sm90.
+enum class Sage2Ada : std::uint8_t { fp16_buffer, fp16_buffer_per_warp, fp32_buffer };
+Pipeline sageattn2_sm89(Sage2Ada variant) {
+  const bool per_warp = variant == Sage2Ada::fp16_buffer_per_warp, fp32 = variant == Sage2Ada::fp32_buffer;
+  Pipeline p;
+  p.name = per_warp ? "sageattn2-sm89-per-warp" : fp32 ? "sageattn2-sm89-fp32" : "sageattn2-sm89";
+  p.follows =
+      "SageAttention2's Ada kernel as released, run on Hopper (thu-ml/SageAttention d1a57a5, sageattn_qk_int8_pv_fp8_cuda "
+      "with its defaults" + std::string(per_warp ? " but qk_quant_gran=per_warp" : fp32 ? " but pv_accum_dtype=fp32+fp32" : "") +
+      "; csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh built with setup.py's flags for sm90): K minus torch's k.mean(), " +
+      (per_warp ? "INT8 Q per warp (32 rows) and K per 64-key block by the fused fast-math CUDA quantizers"
+                : "per-thread INT8 Q and K by the Triton quantizers (BLKQ 128, WARPQ 32, BLKK 64, WARPK 64)") +
+      ", per-channel E4M3 V at " + (fp32 ? "448" : "2.25") +
+      " by the fused fast-math kernel, 128 x 64 tiles of 4 warps on mma.sync (INT8 m16n8k32), the scales fused into the "
+      "exponent's fma but the last two KV blocks' scores dequantized first, P = 2^(s - m + 8.807) in E4M3, P V on "
+      "mma.sync e4m3 chained over each 64-key block in " + (fp32 ? "FP22" : "an fp16 accumulator") +
+      " and flushed into the fp32 o with one FFMA, out = o rcp(l) v_scale, LSE the kernel's (log2)";
+  p.arch = "sm_90";
+  p.tiling = {128, 64, 4, KvOrder::ascending};
+  p.smoothing.k = true;
+  p.smoothing.key_mean_format = formats::fp16;
+  p.smoothing.key_residual_format = per_warp ? formats::fp32 : formats::fp16;  // the fused kernel subtracts in fp32
+  p.q = p.k = {formats::int8, per_warp ? Granularity::per_warp : Granularity::per_thread};
+  p.v = fp32 ? kE4m3PerChannel : OperandStage{formats::e4m3, Granularity::per_channel, 2.25};  // core.py's quant_v_scale_max
+  p.qk.instruction = kImmaS8;
+  p.pv.instruction = fp32 ? kFp8MmaF32 : kFp8MmaF16;
+  p.p_keys = PKeys::registers;  // RS_32_to_8: P stays in registers
+  p.p = {formats::e4m3, PScale::static_exponent, 8.807f};  // S_FP8_OFFSET of attn_utils.cuh
+  p.accumulation = {Accumulation::two_level, 0};
+  p.softmax = Softmax::sage2_sm89;
+  p.quantizers = Quantizers::sageattention2;
+  return p;
+}
+
 }  // namespace
 
 const std::vector<PresetInfo>& preset_list() {
@@ -315,6 +353,10 @@ const std::vector<PresetInfo>& preset_list() {
       {"sageattn2-sm90", "SageAttention2's Hopper kernel as released (thu-ml/SageAttention d1a57a5, its defaults), "
                          "its quantizers included: bit for bit on an H100"},
       {"sageattn2-sm90-per-warp", "the same with qk_quant_gran=\"per_warp\" (Q per warp, K per block)"},
+      {"sageattn2-sm89", "SageAttention2's Ada kernel as released (sageattn_qk_int8_pv_fp8_cuda, its defaults: "
+                         "mma.sync, fp16 P V buffer), run on Hopper, its quantizers included"},
+      {"sageattn2-sm89-per-warp", "the same with qk_quant_gran=\"per_warp\""},
+      {"sageattn2-sm89-fp32", "the same with pv_accum_dtype=\"fp32+fp32\" (V at 448, FP22 P V)"},
       {"smoothattn", "SageAttention2's SmoothAttn baseline (migration, alpha 0.5), otherwise sage2-4b"},
       {"hadamard", "SageAttention2's HadmdAttn baseline (random Hadamard), otherwise sage2-4b"},
   };
@@ -337,6 +379,9 @@ Pipeline preset(std::string_view name, int head_dim) {
   if (name == "fa3-bf16") return fa3(false, head_dim);
   if (name == "sageattn2-sm90") return sageattn2_sm90(false);
   if (name == "sageattn2-sm90-per-warp") return sageattn2_sm90(true);
+  if (name == "sageattn2-sm89") return sageattn2_sm89(Sage2Ada::fp16_buffer);
+  if (name == "sageattn2-sm89-per-warp") return sageattn2_sm89(Sage2Ada::fp16_buffer_per_warp);
+  if (name == "sageattn2-sm89-fp32") return sageattn2_sm89(Sage2Ada::fp32_buffer);
   if (name == "smoothattn") return smoothattn();
   if (name == "hadamard") return hadamard();
   std::string names;

@@ -20,6 +20,14 @@
 // lse = fl(lg2(l) + m) — the kernel's own LSE: log2 units of the K-smoothed scores (the offset cancels),
 // which sageattention/core.py turns into a natural log plus q . kbar with torch (not modelled here).
 // ex2, rcp and lg2 are MUFU's (ex2.approx.ftz, rcp.approx.ftz, lg2.approx.ftz: sfu/).
+//
+// The stage "sage2-sm89" is the same file's Ada kernels (qk_int_sv_f8_cuda_sm89.cuh: qk_int_sv_f8_attn_kernel,
+// CTA 128 x 64, 4 warps of 32 queries on mma.sync m16n8k32; setup.py builds them for sm90 too), whose
+// per-row steps are the ones above (the same update_mdo, normalize_d, and the m16n8 accumulator's lanes
+// hold the same key columns), with two differences: the last TWO iterations dequantize the scores first
+// (the second-to-last one applies the causal mask), and R is the block's P V on mma.sync e4m3 chained
+// over its 64 keys from +0, in an fp16 accumulator ("fp32+fp16": compute_fp8_sv_inst_buf_fp16_accu,
+// which ptxas lowers to HMMA.16816.F16 on sm_90) or in FP22 ("fp32+fp32"), flushed with the same FFMA.
 #pragma once
 
 #include <cmath>
@@ -35,6 +43,8 @@ namespace lowbit::attention::sage2_sm90 {
 
 inline constexpr float kMasked = -5000000.0f;  // the kernel's masked score and initial row maximum
 inline constexpr int kTileKeys = 16;           // keys per wgmma accumulator tile (a lane holds 4)
+// The last KV blocks whose scores are dequantized before the softmax: sm90's kernel's last, sm89's two.
+inline constexpr int kDequantizedBlocksSm90 = 1, kDequantizedBlocksSm89 = 2;
 
 // sm_scale * log2e in the kernel: the host's fl(d^-0.5) times the float constant log2e.
 inline float softmax_scale_log2(int head_dim) { return steps::mul_rn(flash2::softmax_scale(head_dim), 1.44269504088896340736f); }

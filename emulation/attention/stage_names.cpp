@@ -37,7 +37,9 @@ constexpr Named<steps::ExpArgument> kExpArguments[]{{steps::ExpArgument::rounded
 constexpr Named<Softmax> kSoftmaxes[]{{Softmax::contract, "contract"},
                                       {Softmax::flash2, "flash2"},
                                       {Softmax::flash3, "flash3"},
-                                      {Softmax::sage2_sm90, "sage2-sm90"}};
+                                      {Softmax::sage2_sm90, "sage2-sm90"},
+                                      {Softmax::sage2_sm89, "sage2-sm89"}};
+constexpr Named<PKeys> kPKeys[]{{PKeys::natural, "natural"}, {PKeys::registers, "registers"}};
 constexpr Named<Quantizers> kQuantizers[]{{Quantizers::ieee, "ieee"}, {Quantizers::sageattention2, "sageattention2"}};
 
 template <class Enum, std::size_t n>
@@ -221,6 +223,10 @@ const std::vector<StageInfo>& stage_list() {
        "instruction's accumulation on the operands' values (error injection)"},
       {"pv", "INSTRUCTION|fp32-fma|fp32-fma:INSTRUCTION|wide:INSTRUCTION", "the P V instruction (nN: n = the value dimension, rounded up to 8); its accumulator is the instruction's: .f32 "
        "(fp32; FP22 for Hopper's wgmma FP8), .f16"},
+      {"p-keys", "natural|registers",
+       "P's keys within each 32-key k step of the P V instruction: in key order, or as a kernel keeping P in registers "
+       "feeds them (layout::accumulator_to_a8; visible where the instruction rounds parts of a k step apart, as "
+       "Hopper's software mma.sync FP8)"},
       {"p", "FORMAT:MAX|FORMAT:log2=X|FORMAT:per-block|e2m1:two-level|e2m1:microscale|FORMAT:mx, then :ROUNDING",
        "P's format and scale (MAX: static, folded into the exponent, e.g. e4m3:448, int8:127; per-block: amax / the "
        "format's max per block of P; microscale: NVFP4 blocks, mx: MX blocks); ROUNDING of a static or per-block "
@@ -230,12 +236,12 @@ const std::vector<StageInfo>& stage_list() {
       {"exp2-argument", "rounded|fused",
        "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
        "(one; SageAttention2's kernel)"},
-      {"softmax", "contract|flash2|flash3|sage2-sm90",
+      {"softmax", "contract|flash2|flash3|sage2-sm90|sage2-sm89",
        "the per-row softmax steps: the contract's (kernel_steps.hpp), PyTorch's FlashAttention-2 as released "
        "(flash2_steps.hpp; unscaled Q, K, V, in-place accumulation; its exp2 and log2 are MUFU's), FlashAttention-3's "
        "Hopper forward as released (flash3_steps.hpp; fast math, P offset by p's log2, the kernel's descales), or "
        "SageAttention2's Hopper kernel as released (sage2_sm90_steps.hpp; per-thread scales in the exponent's fma, "
-       "the kernel's log2 LSE)"},
+       "the kernel's log2 LSE), or its Ada kernel (mma.sync, 128 x 64; the last two KV blocks dequantized first)"},
       {"quantizers", "ieee|sageattention2",
        "the arithmetic of Q's, K's and V's quantizers: IEEE division, or SageAttention2's released ones (Triton's "
        "div.full with MUFU.RCP and add-half truncation for Q and K, fast-math CUDA for V)"},
@@ -324,6 +330,10 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     if (name == kFp32Fma && m.product != Product::instruction) return error("fp32-fma takes an instruction after ':'");
     m.instruction = name;
     (key == "qk" ? pl.qk : pl.pv) = m;
+  } else if (key == "p-keys") {
+    const auto order = parse_enum(kPKeys, value);
+    if (!order) return error("not natural or registers");
+    pl.p_keys = *order;
   } else if (key == "p") {
     if (auto why = parse_p(pl.p, value)) return error(*why);
   } else if (key == "accumulation") {
@@ -350,7 +360,7 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     pl.exponential.argument = *argument;
   } else if (key == "softmax") {
     const auto softmax = parse_enum(kSoftmaxes, value);
-    if (!softmax) return error("not contract, flash2, flash3 or sage2-sm90");
+    if (!softmax) return error("not contract, flash2, flash3, sage2-sm90 or sage2-sm89");
     pl.softmax = *softmax;
   } else if (key == "quantizers") {
     const auto quantizers = parse_enum(kQuantizers, value);
@@ -403,6 +413,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"transform", transform},
       {"qk", pl.qk.text()},
       {"pv", pl.pv.text()},
+      {"p-keys", std::string(name_of(kPKeys, pl.p_keys))},
       {"p", p_text(pl.p)},
       {"accumulation", pl.accumulation.mode == Accumulation::in_place
                            ? std::string("in-place")

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "emulation/attention/pipeline.hpp"
+#include "emulation/layout.hpp"
 #include "emulation/mma/wide.hpp"
 
 namespace lowbit::attention {
@@ -194,21 +195,23 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     if (p.scale != PScale::static_exponent || p.log2_scale != std::floor(p.log2_scale) || p.log2_scale < 0)
       return "softmax=flash3 offsets the row maximum by a whole power of two (p=FORMAT:log2=N, N >= 0)";
   }
-  if (softmax == Softmax::sage2_sm90) {
-    const char* kernel = "softmax=sage2-sm90 is SageAttention2's sm90 kernel: ";
+  if (sage2_released(softmax)) {
+    const bool sm90 = softmax == Softmax::sage2_sm90;
+    const char* kernel = sm90 ? "softmax=sage2-sm90 is SageAttention2's sm90 kernel: " : "softmax=sage2-sm89 is SageAttention2's sm89 kernel: ";
     if (q.element != formats::int8 || k.element != formats::int8 || q.granularity != k.granularity ||
         (q.granularity != Granularity::per_thread && q.granularity != Granularity::per_warp))
       return std::string(kernel) + "INT8 Q and K per thread or per warp (q=int8:per-thread, k=int8:per-thread, or per-warp)";
     if (v.element != formats::e4m3 || v.granularity != Granularity::per_channel)
       return std::string(kernel) + "per-channel E4M3 V (v=e4m3:per-channel)";
-    if (tiling.block_q != 64 || tiling.block_kv != 128 || tiling.warps != 4 || tiling.kv_order != KvOrder::ascending ||
-        tiling.block_kv_causal != 0)
-      return std::string(kernel) + "64 x 128 tiles of one warpgroup, KV blocks ascending";
+    const int block_q = sm90 ? 64 : 128, block_kv = sm90 ? 128 : 64;
+    if (tiling.block_q != block_q || tiling.block_kv != block_kv || tiling.warps != 4 ||
+        tiling.kv_order != KvOrder::ascending || tiling.block_kv_causal != 0)
+      return fmt::format("{}{} x {} tiles of 4 warps, KV blocks ascending", kernel, block_q, block_kv);
     if (smoothing.q || smoothing.v || smoothing.transform != Transform::none)
       return std::string(kernel) + "K smoothing alone (smooth-k), no Q or V smoothing or transform";
     if (qk.on_values() || pv.on_values() || accumulation.mode != Accumulation::two_level ||
         (accumulation.mmas_per_flush != 0 && accumulation.mmas_per_flush != tiling.block_kv / 32))
-      return std::string(kernel) + "the wgmma instructions, P V flushed into o once per KV block (two-level)";
+      return std::string(kernel) + "integer Q K^T, P V on codes, flushed into o once per KV block (two-level)";
     if (p.format != formats::e4m3 || p.scale != PScale::static_exponent)
       return std::string(kernel) + "E4M3 P offset by a static log2 (p=e4m3:log2=8.807)";
     if (head_dim > 128 || value_dim != head_dim)
@@ -277,6 +280,12 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     const bool p_blocks = p.scale == PScale::two_level || p.scale == PScale::microscale;
     if (accumulation.mode == Accumulation::in_place && p.scale != PScale::static_exponent)
       return std::string("in-place accumulation needs P's static scale (a per-block or per-row factor multiplies R first)");
+    if (p_keys == PKeys::registers) {
+      constexpr int kStep = layout::AccumulatorToA8::kGroupColumns;
+      if (pv.on_values() || pv_instruction(value_dim).atom.k != kStep || tiling.block_kv % kStep != 0)
+        return fmt::format("p-keys=registers is the order of an instruction's {}-key k steps (an 8-bit P V instruction "
+                           "with k = {}, block-kv a multiple of {})", kStep, kStep, kStep);
+    }
     if (pv.on_values()) {
       if (pv.has_instruction()) {
         const mma::Instruction in = pv_instruction(value_dim);

@@ -85,8 +85,20 @@ def nvcc_version() -> str:
         return f"unknown ({e})"
 
 
-def build(src: pathlib.Path, build_dir: pathlib.Path, verbose: bool):
-    """JIT-compiles SageAttention's sm90 attention extension and its fused quantization extension."""
+# SageAttention's attention extensions as its setup.py lists them. setup.py builds _qattn_sm89 (mma.sync
+# kernels: INT8 Q.K^T m16n8k32, FP8 P.V m16n8k32) for every GPU from sm89 on, sm90 included.
+ATTENTION_EXTENSIONS = {
+    "sm90": ["csrc/qattn/pybind_sm90.cpp", "csrc/qattn/qk_int_sv_f8_cuda_sm90.cu"],
+    "sm89": ["csrc/qattn/pybind_sm89.cpp"] + [f"csrc/qattn/sm89_qk_int8_sv_f8_{kind}.cu" for kind in (
+        "accum_f32_attn_inst_buf", "accum_f16_attn_inst_buf", "accum_f32_attn",
+        "accum_f32_fuse_v_scale_fuse_v_mean_attn", "accum_f32_fuse_v_scale_attn",
+        "accum_f32_fuse_v_scale_attn_inst_buf", "accum_f16_fuse_v_scale_attn_inst_buf")],
+}
+
+
+def build(src: pathlib.Path, build_dir: pathlib.Path, verbose: bool, attention: str = "sm90"):
+    """JIT-compiles one of SageAttention's attention extensions (ATTENTION_EXTENSIONS) and its fused
+    quantization extension."""
     from torch.utils.cpp_extension import load
 
     os.environ.setdefault("MAX_JOBS", str(os.cpu_count() or 16))
@@ -103,7 +115,7 @@ def build(src: pathlib.Path, build_dir: pathlib.Path, verbose: bool):
     if (stubs / "libcuda.so").exists():
         ldflags = [f"-L{stubs}"] + ldflags
     specs = [
-        ("sage2ref_qattn_sm90", ["csrc/qattn/pybind_sm90.cpp", "csrc/qattn/qk_int_sv_f8_cuda_sm90.cu"], ldflags),
+        (f"sage2ref_qattn_{attention}", ATTENTION_EXTENSIONS[attention], ldflags if attention == "sm90" else []),
         ("sage2ref_fused", ["csrc/fused/pybind.cpp", "csrc/fused/fused.cu"], []),
     ]
 
@@ -151,7 +163,7 @@ def build(src: pathlib.Path, build_dir: pathlib.Path, verbose: bool):
         sys.exit(2)
     seconds["total"] = time.perf_counter() - start
     print(f"compiled in {seconds['total']:.1f} s", flush=True)
-    return modules["sage2ref_qattn_sm90"], modules["sage2ref_fused"], seconds
+    return modules[f"sage2ref_qattn_{attention}"], modules["sage2ref_fused"], seconds
 
 
 def load_triton_quant(src: pathlib.Path):
@@ -167,13 +179,18 @@ class Sage2:
 
     LAYOUT_HND = 1
     GRANULARITY = {"per_thread": 3, "per_warp": 2}  # core.py: _qk_quant_gran = 3 if "per_thread" else 2
+    # The quantizers' tiles as core.py passes them (Q block and warp, K block and warp), V's keys padded
+    # to a multiple of V_PAD before its FP8 quantization (1: not padded), V's per-channel target, the kernel.
+    BLKQ, WARPQ, BLKK, WARPK = 64, 16, 128, 128
+    V_PAD, V_SCALE_MAX = 128, 448.0
+    KERNEL = "qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf"
 
     def __init__(self, qattn, fused, quant, qk_quant_gran="per_thread"):
         self.qattn, self.fused, self.quant = qattn, fused, quant
         self.qk_quant_gran = qk_quant_gran
 
-    def per_channel_fp8(self, v):
-        """quant.py's per_channel_fp8(v, "HND", scale_max=448.0, smooth_v=False)."""
+    def per_channel_fp8(self, v, scale_max=448.0):
+        """quant.py's per_channel_fp8(v, "HND", scale_max, smooth_v=False)."""
         b, h_kv, kv_len, head_dim = v.shape
         padded_len = (kv_len + 63) // 64 * 64
         v_transposed_permutted = torch.empty((b, h_kv, head_dim, padded_len), dtype=v.dtype, device=v.device)
@@ -181,7 +198,7 @@ class Sage2:
         v_fp8 = torch.empty(v_transposed_permutted.shape, dtype=torch.float8_e4m3fn, device=v.device)
         v_scale = torch.empty((b, h_kv, head_dim), dtype=torch.float32, device=v.device)
         torch.empty((b, h_kv, head_dim), dtype=torch.float32, device=v.device)  # quant.py allocates vm either way
-        self.fused.scale_fuse_quant_cuda(v_transposed_permutted, v_fp8, v_scale, kv_len, 448.0, self.LAYOUT_HND)
+        self.fused.scale_fuse_quant_cuda(v_transposed_permutted, v_fp8, v_scale, kv_len, scale_max, self.LAYOUT_HND)
         return v_fp8, v_scale
 
     def quantize(self, q, k, v, smooth_k=True):
@@ -199,29 +216,30 @@ class Sage2:
         km = k.mean(dim=2, keepdim=True) if smooth_k else None
         if self.qk_quant_gran == "per_thread":
             q_int8, q_scale, k_int8, k_scale = self.quant.per_thread_int8(
-                q, k, km, tensor_layout="HND", BLKQ=64, WARPQ=16, BLKK=128, WARPK=128)
-        else:  # quant.py's per_warp_int8(q, k, km, BLKQ=64, WARPQ=16, BLKK=128, "HND"), as core.py calls it on sm90
+                q, k, km, tensor_layout="HND", BLKQ=self.BLKQ, WARPQ=self.WARPQ, BLKK=self.BLKK, WARPK=self.WARPK)
+        else:  # quant.py's per_warp_int8(q, k, km, BLKQ, WARPQ, BLKK, "HND"), as core.py calls it
             b, h_qo, qo_len, _ = q.shape
             h_kv, kv_len = k.size(1), k.size(2)
             q_int8, k_int8 = torch.empty(q.shape, dtype=torch.int8, device=q.device), torch.empty(k.shape, dtype=torch.int8, device=k.device)
-            q_scale = torch.empty((b, h_qo, (qo_len + 63) // 64 * (64 // 16)), device=q.device, dtype=torch.float32)
-            k_scale = torch.empty((b, h_kv, (kv_len + 127) // 128), device=q.device, dtype=torch.float32)
-            self.fused.quant_per_warp_int8_cuda(q, q_int8, q_scale, 64, 16, self.LAYOUT_HND)
+            q_scale = torch.empty((b, h_qo, (qo_len + self.BLKQ - 1) // self.BLKQ * (self.BLKQ // self.WARPQ)),
+                                  device=q.device, dtype=torch.float32)
+            k_scale = torch.empty((b, h_kv, (kv_len + self.BLKK - 1) // self.BLKK), device=q.device, dtype=torch.float32)
+            self.fused.quant_per_warp_int8_cuda(q, q_int8, q_scale, self.BLKQ, self.WARPQ, self.LAYOUT_HND)
             if km is not None:
-                self.fused.quant_per_block_int8_fuse_sub_mean_cuda(k, km.squeeze(2), k_int8, k_scale, 128, self.LAYOUT_HND)
+                self.fused.quant_per_block_int8_fuse_sub_mean_cuda(k, km.squeeze(2), k_int8, k_scale, self.BLKK, self.LAYOUT_HND)
             else:
-                self.fused.quant_per_block_int8_cuda(k, k_int8, k_scale, 128, self.LAYOUT_HND)
+                self.fused.quant_per_block_int8_cuda(k, k_int8, k_scale, self.BLKK, self.LAYOUT_HND)
         kv_len = k.size(2)
-        v_pad_len = 128 - (kv_len % 128) if kv_len % 128 != 0 else 0
+        v_pad_len = -kv_len % self.V_PAD
         if v_pad_len > 0:
             v = torch.cat([v, torch.zeros(v.size(0), v.size(1), v_pad_len, v.size(3), dtype=v.dtype, device=v.device)], dim=2)
-        v_fp8, v_scale = self.per_channel_fp8(v)
+        v_fp8, v_scale = self.per_channel_fp8(v, self.V_SCALE_MAX)
         return q_int8, k_int8, v_fp8, q_scale, k_scale, v_scale, km
 
     def kernel(self, q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, causal, sm_scale, return_lse=False):
         """Writes o; returns the kernel's LSE ([batch, heads, tokens], log2 units with the P offset) with
         return_lse, else an empty tensor."""
-        return self.qattn.qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf(
+        return getattr(self.qattn, self.KERNEL)(
             q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, self.LAYOUT_HND, int(causal),
             self.GRANULARITY[self.qk_quant_gran], sm_scale, int(return_lse))
 
@@ -232,6 +250,21 @@ class Sage2:
         o = torch.empty(q_int8.shape, dtype=q.dtype, device=q.device)
         self.kernel(q_int8, k_int8, v_fp8, o, q_scale, k_scale, v_scale, causal, head_dim_og ** -0.5)
         return o[..., :head_dim_og]
+
+
+class Sage2Ada(Sage2):
+    """sageattention/core.py's sageattn_qk_int8_pv_fp8_cuda (the sm89 kernels: mma.sync, CTA 128 x 64), HND,
+    with pv_accum_dtype "fp32+fp16" (its default: V's channels quantized to 2.25, the f16-accumulator FP8
+    mma) or "fp32+fp32"; qattn is the sm89 extension."""
+
+    BLKQ, WARPQ, BLKK, WARPK = 128, 32, 64, 64
+    V_PAD = 1
+    PV_ACCUM = {"fp32+fp16": ("qk_int8_sv_f8_accum_f16_fuse_v_scale_attn_inst_buf", 2.25),
+                "fp32+fp32": ("qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf", 448.0)}
+
+    def __init__(self, qattn, fused, quant, qk_quant_gran="per_thread", pv_accum_dtype="fp32+fp16"):
+        super().__init__(qattn, fused, quant, qk_quant_gran)
+        self.KERNEL, self.V_SCALE_MAX = self.PV_ACCUM[pv_accum_dtype]
 
 
 def time_loop_ms(run, warmup, repeats):

@@ -311,7 +311,7 @@ void add_attention_command(CLI::App& app, int& exit_code, std::string command) {
                   "Q, K, V of E4M3 values as the kernel reads them (with --set q=e4m3:none --set k=e4m3:none --set "
                   "v=e4m3:none)");
   cmd->add_option("--key-mean", args->key_mean,
-                  "sageattn2-sm90: K's mean as SageAttention2's wrapper computed it (.npy, [batch, kv_heads, 1, dim] or "
+                  "sageattn2-*: K's mean as SageAttention2's wrapper computed it (.npy, [batch, kv_heads, 1, dim] or "
                   "[batch, kv_heads, dim]; torch's k.mean(), whose reduction order is not modelled), in place of the "
                   "emulated one");
   cmd->add_option("--out", args->out, "write the rounded output here (.npy, float32, [batch, heads, tokens, dim])");

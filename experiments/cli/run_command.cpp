@@ -169,7 +169,8 @@ void add_run_commands(CLI::App& app, int& exit_code) {
     std::vector<std::string> args = run->remaining();
     if (args.empty() || args[0] == "--list" || args[0] == "--help" || args[0] == "-h") {
       std::cout << "usage: lowbit run NAME [OPTIONS] | lowbit run all [OPTIONS] [--no-plots]\n"
-                   "       lowbit run NAME [OPTIONS] --shard I/N --out DIR_I (I = 1..N), then lowbit run-merge OUT DIR_1 ... DIR_N\n\n"
+                   "       lowbit run NAME [OPTIONS] --shard I/N --out DIR_I (I = 1..N), then lowbit run-merge OUT DIR_1 ... DIR_N\n"
+                   "       lowbit run NAME [OPTIONS] --device gpu [--no-check]: the GPU's kernels beside the emulation (NAME --help)\n\n"
                 << list_text();
       exit_code = args.empty() ? 2 : 0;
       return;

@@ -88,7 +88,7 @@ int run_accumulator(int argc, char** argv) {
             const std::string where = part_name(d, range);
             const auto r = results.item(d, v.name + " on " + where, [&] {
               const Dataset dp = part(d, range);
-              return ItemResult{{{v.name, evaluate(p, dp, references.of(dp), o.threads)}}, {}};
+              return ItemResult{{{v.name, evaluate(p, dp, references.of(dp), o)}}, {}};
             });
             if (!r) {
               progress.skip();

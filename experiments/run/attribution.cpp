@@ -130,7 +130,7 @@ int run_attribution(int argc, char** argv) {
               for (std::size_t i = 0; i < parts.size(); ++i) {
                 const std::string where = part_name(d, ranges[i]);
                 const auto r = results.item(d, v.name + " on " + where, [&] {
-                  return ItemResult{{{v.name, evaluate(p, parts[i], references.of(parts[i]), o.threads)}}, {}};
+                  return ItemResult{{{v.name, evaluate(p, parts[i], references.of(parts[i]), o)}}, {}};
                 });
                 if (!r) {
                   progress.skip();

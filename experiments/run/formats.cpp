@@ -81,7 +81,7 @@ int run_formats(int argc, char** argv) {
             for (const auto& p : pv_formats)
               if (!(checked_format(q).name == "int4" && checked_format(p).name == "e4m3")) variants.push_back(variant(q, p));
         }
-        run_variants(name, variants, datasets, results, o.threads);
+        run_variants(name, variants, datasets, results, o);
         if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets) {

@@ -38,7 +38,7 @@ int run_granularity(int argc, char** argv) {
             }
             variants.push_back(v);
           }
-        run_variants(name, variants, datasets, results, o.threads);
+        run_variants(name, variants, datasets, results, o);
         if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets)

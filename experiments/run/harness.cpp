@@ -1,6 +1,7 @@
 #include "experiments/run/harness.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <ctime>
@@ -13,8 +14,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "emulation/convert.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/tensor_file.hpp"
+#if defined(LOWBIT_HAVE_KERNELS)
+#include "experiments/cli/gpu_run.hpp"
+#include "kernels/attention/gpu_forward.hpp"
+#endif
 
 namespace lowbit::experiments {
 namespace {
@@ -56,6 +62,17 @@ double exact_value(const nlohmann::json& j) {
   return s == "inf" ? HUGE_VAL : -HUGE_VAL;
 }
 
+nlohmann::json to_json(const Evaluation& e);
+
+nlohmann::json to_json(const DeviceRun& r) {
+  nlohmann::json heads = nlohmann::json::array();
+  for (const HeadCheck& h : r.heads)
+    heads.push_back({{"label", h.label}, {"codes_compared", h.codes_compared}, {"codes_differ", h.codes_differ},
+                     {"lse_compared", h.lse_compared}, {"lse_differ", h.lse_differ}});
+  return {{"ran_on", r.ran_on}, {"reason", r.reason}, {"heads", heads}, {"first_difference", r.first_difference},
+          {"gpu", to_json(Evaluation{r.gpu, r.gpu_histogram, {}, std::nullopt})}};
+}
+
 nlohmann::json to_json(const Evaluation& e) {
   nlohmann::json heads = nlohmann::json::array();
   for (const HeadError& h : e.heads) {
@@ -69,7 +86,9 @@ nlohmann::json to_json(const Evaluation& e) {
   nlohmann::json bins = nlohmann::json::object();  // the nonzero ones
   for (int i = 0; i < ErrorHistogram::kBins; ++i)
     if (e.histogram.counts[std::size_t(i)]) bins[std::to_string(i)] = e.histogram.counts[std::size_t(i)];
-  return {{"heads", heads}, {"histogram", {{"below", e.histogram.below}, {"above", e.histogram.above}, {"bins", bins}}}};
+  nlohmann::json j{{"heads", heads}, {"histogram", {{"below", e.histogram.below}, {"above", e.histogram.above}, {"bins", bins}}}};
+  if (e.device) j["device"] = to_json(*e.device);
+  return j;
 }
 
 Evaluation evaluation_from_json(const nlohmann::json& j) {
@@ -84,12 +103,29 @@ Evaluation evaluation_from_json(const nlohmann::json& j) {
   e.histogram.below = hist.at("below").get<std::uint64_t>();
   e.histogram.above = hist.at("above").get<std::uint64_t>();
   for (const auto& [bin, count] : hist.at("bins").items()) e.histogram.counts.at(std::stoul(bin)) = count.get<std::uint64_t>();
+  if (j.contains("device")) {
+    const nlohmann::json& d = j.at("device");
+    DeviceRun r;
+    r.ran_on = d.at("ran_on").get<std::string>();
+    r.reason = d.at("reason").get<std::string>();
+    r.first_difference = d.at("first_difference").get<std::string>();
+    for (const auto& h : d.at("heads"))
+      r.heads.push_back({h.at("label").get<std::string>(), h.at("codes_compared").get<std::uint64_t>(),
+                         h.at("codes_differ").get<std::uint64_t>(), h.at("lse_compared").get<std::uint64_t>(),
+                         h.at("lse_differ").get<std::uint64_t>()});
+    Evaluation gpu = evaluation_from_json(d.at("gpu"));
+    r.gpu = std::move(gpu.heads);
+    r.gpu_histogram = gpu.histogram;
+    e.device = std::move(r);
+  }
   return e;
 }
 
 // The options of `app` that decide the results, by long name: the value given, else the default.
 nlohmann::json sweep_options(const CLI::App& app) {
-  static const std::vector<std::string> kNotTheSweeps{"help", "out", "shard", "merge", "threads", "data-dir"};
+  // --device and --no-check neither: each item's record says where it ran, which a merge checks.
+  static const std::vector<std::string> kNotTheSweeps{"help",     "out",    "shard",   "merge",
+                                                      "threads",  "data-dir", "device", "no-check"};
   nlohmann::json sweep = nlohmann::json::object();
   for (const CLI::Option* opt : app.get_options()) {
     const std::string name = opt->get_single_name();
@@ -301,6 +337,7 @@ std::optional<std::string> CommonOptions::validate() const {
   if (shard)
     if (auto why = shard->validate()) return "--shard " + shard->text() + ": " + *why;
   if (shard && !merge.empty()) return "--shard and --merge go apart: run the shards, then merge their folders";
+  if (!check && !on_gpu()) return "--no-check runs the GPU alone, without the emulation beside it: it needs --device gpu";
   return std::nullopt;
 }
 
@@ -343,6 +380,20 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
                  "join the shards in these folders (every part of one sweep, the same options) into --out instead of "
                  "running; lowbit run-merge OUT DIR... passes the shards' options and these")
       ->type_name("DIR ...");
+  app.add_option("--device", o.device,
+                 "cpu: every variant emulated; gpu: every variant on Q, K, V rounded to fp16 (the kernels' inputs; the "
+                 "float64 reference stays the dataset's), and each variant a kernel computes bit for bit "
+                 "(kernels/attention/gpu_forward.hpp: sage2-8b and sage2-8b-ex2, every stage the preset's, d = 64 or 128, "
+                 "no more queries than keys) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
+                 "LSE value compared with the emulation's, gpu-check.json and a table in table.md; exits 1 after writing "
+                 "them if any differ, 77 where there is no GPU. Variants no kernel computes run emulated, 'emulated only: "
+                 "REASON'")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
+      ->capture_default_str();
+  app.add_flag_callback(
+      "--no-check", [&o] { o.check = false; },
+      "with --device gpu: the GPU alone, no emulation beside it (sweeps too large to emulate); the rows of the variants it "
+      "runs are the GPU's, named 'NAME (GPU)'");
 }
 
 std::vector<Dataset> load_datasets(const CommonOptions& o) {
@@ -413,22 +464,247 @@ Evaluation compare_heads(const std::vector<double>& reference, const std::vector
   return e;
 }
 
-Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
-                    unsigned threads, bool keep_operands) {
-  attention::ForwardResult r = attention::forward(
-      pipeline, d.q, d.k, d.v,
-      {.causal = d.causal, .threads = threads, .keep_operands = keep_operands, .q_name = d.name + " Q",
-       .k_name = d.name + " K", .v_name = d.name + " V"});
+namespace {
+
+// The metrics of a forward pass's rounded output against the reference; `who` names it in errors.
+Evaluation metrics_of(attention::ForwardResult r, const std::string& who, const Dataset& d,
+                      const ReferenceAttention& reference) {
   const Tensor4 rounded = r.rounded_output();
   // A format or scale the fp32 arithmetic cannot carry gives Inf or NaN: an error, never a metric.
   const auto bad = std::find_if(rounded.values.begin(), rounded.values.end(), [](float x) { return !std::isfinite(x); });
   if (bad != rounded.values.end())
-    throw std::runtime_error(fmt::format("pipeline {} on {}: the output has non-finite values (the first: {} at flat index {})",
-                                         pipeline.name, d.name, *bad, bad - rounded.values.begin()));
+    throw std::runtime_error(fmt::format("{} on {}: the output has non-finite values (the first: {} at flat index {})", who,
+                                         d.name, *bad, bad - rounded.values.begin()));
   Evaluation e = compare_heads(reference.output, std::vector<double>(rounded.values.begin(), rounded.values.end()),
                                d.q.heads, d.head_labels);
   e.forward = std::move(r);
   return e;
+}
+
+// Every value rounded to f (nearest even), as a kernel that reads f's codes sees it.
+Tensor4 rounded_to(const Tensor4& t, const Format& f) {
+  Tensor4 out = t;
+  for (float& x : out.values) x = float(decode(f, encode(f, double(x))));
+  return out;
+}
+
+}  // namespace
+
+Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
+                    const CommonOptions& o, bool keep_operands) {
+  const attention::ForwardOptions options{.causal = d.causal, .threads = o.threads, .keep_operands = keep_operands,
+                                          .q_name = d.name + " Q", .k_name = d.name + " K", .v_name = d.name + " V"};
+  const std::string emulated = "pipeline " + pipeline.name;
+  if (!o.on_gpu()) return metrics_of(attention::forward(pipeline, d.q, d.k, d.v, options), emulated, d, reference);
+#if defined(LOWBIT_HAVE_KERNELS)
+  namespace ka = kernels::attention;
+  const Tensor4 q = rounded_to(d.q, formats::fp16), k = rounded_to(d.k, formats::fp16), v = rounded_to(d.v, formats::fp16);
+  // Beside the emulation the GPU keeps no operands (the emulation's are kept); alone, it must.
+  attention::ForwardOptions on_gpu = options;
+  if (o.check) on_gpu.keep_operands = false;
+  const std::string gpu = "the GPU's " + pipeline.name;
+  if (const std::optional<std::string> why = ka::gpu_unsupported(pipeline, q, k, v, on_gpu)) {
+    Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+    e.device = DeviceRun{kRanOnEmulation, *why, {}, "", {}, {}};
+    return e;
+  }
+  if (!o.check) {
+    Evaluation e = metrics_of(ka::gpu_forward(pipeline, q, k, v, on_gpu), gpu, d, reference);
+    e.device = DeviceRun{kRanOnGpu, "", {}, "", {}, {}};
+    return e;
+  }
+  Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+  attention::ForwardResult g = ka::gpu_forward(pipeline, q, k, v, on_gpu);
+  DeviceRun run = check_device(g, e.forward, d.head_labels);
+  Evaluation ge = metrics_of(std::move(g), gpu, d, reference);
+  run.gpu = std::move(ge.heads);
+  run.gpu_histogram = ge.histogram;
+  e.device = std::move(run);
+  return e;
+#else
+  throw std::logic_error("--device gpu in a build without the CUDA kernels (experiment_main refuses it)");
+#endif
+}
+
+// ---- the GPU beside the emulation -------------------------------------------------------------
+
+HeadCheck DeviceRun::totals() const {
+  HeadCheck t;
+  for (const HeadCheck& h : heads) {
+    t.codes_compared += h.codes_compared;
+    t.codes_differ += h.codes_differ;
+    t.lse_compared += h.lse_compared;
+    t.lse_differ += h.lse_differ;
+  }
+  return t;
+}
+
+DeviceRun check_device(const attention::ForwardResult& gpu, const attention::ForwardResult& emulated,
+                       const std::vector<std::string>& labels) {
+  const auto shape = [](const attention::ForwardResult& r) {
+    return fmt::format("[{}, {}, {}, {}] ({} codes, {} LSE)", r.batch, r.heads, r.tokens, r.value_dim, r.output_codes.size(),
+                       r.lse.size());
+  };
+  const std::size_t rows = std::size_t(emulated.tokens), dim = std::size_t(emulated.value_dim);
+  if (gpu.batch != emulated.batch || gpu.heads != emulated.heads || gpu.tokens != emulated.tokens ||
+      gpu.value_dim != emulated.value_dim || gpu.output_codes.size() != emulated.output_codes.size() ||
+      gpu.lse.size() != emulated.lse.size() || emulated.batch != 1 || labels.size() != std::size_t(emulated.heads) ||
+      emulated.output_codes.size() != std::size_t(emulated.heads) * rows * dim ||
+      emulated.lse.size() != std::size_t(emulated.heads) * rows)
+    throw std::invalid_argument(fmt::format("check_device: the GPU's output {} and the emulation's {} ({} head labels) do not "
+                                            "fit one batch-1 problem",
+                                            shape(gpu), shape(emulated), labels.size()));
+  DeviceRun run;
+  run.ran_on = kRanOnBoth;
+  std::string first_lse;
+  for (std::size_t h = 0; h < labels.size(); ++h) {
+    HeadCheck c{labels[h]};
+    for (std::size_t i = h * rows * dim; i < (h + 1) * rows * dim; ++i) {
+      ++c.codes_compared;
+      if (gpu.output_codes[i] == emulated.output_codes[i]) continue;
+      if (c.codes_differ++ == 0 && run.first_difference.empty()) {
+        const std::size_t at = i - h * rows * dim;
+        run.first_difference = fmt::format("head {}, output row {}, column {} (index {} of the head's {} codes): GPU code {:#x}, "
+                                           "emulated {:#x}",
+                                           labels[h], at / dim, at % dim, at, rows * dim, gpu.output_codes[i],
+                                           emulated.output_codes[i]);
+      }
+    }
+    for (std::size_t i = h * rows; i < (h + 1) * rows; ++i) {
+      ++c.lse_compared;
+      const std::uint32_t a = std::bit_cast<std::uint32_t>(gpu.lse[i]), b = std::bit_cast<std::uint32_t>(emulated.lse[i]);
+      if (a == b) continue;
+      if (c.lse_differ++ == 0 && first_lse.empty())
+        first_lse = fmt::format("head {}, LSE of row {} (index {} of the head's {}): GPU {} ({:#010x}), emulated {} ({:#010x})",
+                                labels[h], i - h * rows, i - h * rows, rows, gpu.lse[i], a, emulated.lse[i], b);
+    }
+    run.heads.push_back(c);
+  }
+  if (run.first_difference.empty()) run.first_difference = first_lse;
+  return run;
+}
+
+namespace {
+
+// The records summed over each dataset's parts: one per (variant, dataset, ran_on, reason), in the
+// order first seen.
+struct DeviceRow {
+  std::string variant, dataset, ran_on, reason, first_difference;
+  HeadCheck totals;
+  int items = 0;
+};
+
+std::vector<DeviceRow> device_rows(const std::vector<DeviceRecord>& records) {
+  std::vector<DeviceRow> rows;
+  for (const DeviceRecord& r : records) {
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const DeviceRow& x) {
+      return x.variant == r.variant && x.dataset == r.dataset && x.ran_on == r.run.ran_on && x.reason == r.run.reason;
+    });
+    if (it == rows.end()) it = rows.insert(rows.end(), DeviceRow{r.variant, r.dataset, r.run.ran_on, r.run.reason, "", {}, 0});
+    const HeadCheck t = r.run.totals();
+    it->totals.codes_compared += t.codes_compared;
+    it->totals.codes_differ += t.codes_differ;
+    it->totals.lse_compared += t.lse_compared;
+    it->totals.lse_differ += t.lse_differ;
+    if (it->first_difference.empty()) it->first_difference = r.run.first_difference;
+    ++it->items;
+  }
+  return rows;
+}
+
+// "NVIDIA H100 80GB HBM3 (sm_90, driver ...)" of each GPU provenance given, once each.
+std::string gpu_names(const nlohmann::json& gpus) {
+  std::vector<std::string> names;
+  for (const auto& g : gpus) {
+    const std::string name = fmt::format("{} ({}, driver {})", g.value("gpu", std::string("?")), g.value("gpu_arch", std::string("?")),
+                                         g.value("gpu_driver", std::string("?")));
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names.empty() ? std::string("no GPU recorded") : fmt::format("{}", fmt::join(names, "; "));
+}
+
+}  // namespace
+
+nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check, const std::string& git_sha,
+                                      const nlohmann::json& gpus, const std::vector<DeviceRecord>& records) {
+  nlohmann::ordered_json doc;
+  doc["experiment"] = experiment;
+  doc["what"] = check ? "each variant a kernel computes run on the GPU and in emulation on the same inputs (Q, K, V rounded "
+                        "to fp16); every output code and LSE value compared, bit for bit"
+                      : "--no-check: each variant a kernel computes run on the GPU alone (nothing compared)";
+  doc["device"] = check ? "gpu" : "gpu --no-check";
+  doc["git_sha"] = git_sha;
+  doc["gpus"] = gpus;
+  HeadCheck total;
+  std::uint64_t both = 0, alone = 0, emulated = 0;
+  std::string first;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const DeviceRow& r : device_rows(records)) {
+    nlohmann::ordered_json row;
+    row["variant"] = r.variant;
+    row["dataset"] = r.dataset;
+    row["work_items"] = r.items;
+    row["ran_on"] = r.ran_on;
+    row["codes_compared"] = r.totals.codes_compared;
+    row["codes_differ"] = r.totals.codes_differ;
+    row["lse_compared"] = r.totals.lse_compared;
+    row["lse_differ"] = r.totals.lse_differ;
+    if (r.ran_on == kRanOnEmulation) row["reason"] = r.reason;
+    if (!r.first_difference.empty()) row["first_difference"] = r.first_difference;
+    rows.push_back(row);
+    (r.ran_on == kRanOnBoth ? both : r.ran_on == kRanOnGpu ? alone : emulated) += std::uint64_t(r.items);
+    total.codes_compared += r.totals.codes_compared;
+    total.codes_differ += r.totals.codes_differ;
+    total.lse_compared += r.totals.lse_compared;
+    total.lse_differ += r.totals.lse_differ;
+  }
+  doc["totals"] = {{"work_items_checked", both},      {"work_items_gpu_alone", alone},
+                   {"work_items_emulated_only", emulated}, {"codes_compared", total.codes_compared},
+                   {"codes_differ", total.codes_differ}, {"lse_compared", total.lse_compared},
+                   {"lse_differ", total.lse_differ}};
+  const std::optional<std::string> failure = gpu_check_failure(records);
+  doc["passed"] = !failure.has_value();
+  if (failure) doc["failure"] = *failure;
+  doc["evaluations"] = rows;
+  return doc;
+}
+
+std::string gpu_check_markdown(bool check, const nlohmann::json& gpus, const std::vector<DeviceRecord>& records) {
+  std::string md = fmt::format(
+      "\n## GPU check\n\n`--device gpu{}` on {}. Every variant ran on Q, K, V rounded to fp16 (the kernels' input "
+      "format). {}\n\n",
+      check ? "" : " --no-check", gpu_names(gpus),
+      check ? "Where a kernel computes the variant bit for bit it ran on the GPU and in emulation on the same inputs: "
+              "\"NAME (GPU)\" rows are the GPU's output against float64, and every output code and LSE value of the GPU "
+              "is compared with the emulation's (gpu-check.json)."
+            : "Where a kernel computes the variant it ran on the GPU alone (its rows are \"NAME (GPU)\"); nothing was "
+              "compared.");
+  md += "| variant | dataset | ran on | output codes compared | differ | LSE values compared | differ |\n|---|---|---|---|---|---|---|\n";
+  for (const DeviceRow& r : device_rows(records)) {
+    const std::string where = r.ran_on == kRanOnEmulation ? "emulated only: " + r.reason : r.ran_on;
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(r.variant), markdown_cell(r.dataset),
+                      markdown_cell(where), r.totals.codes_compared, r.totals.codes_differ, r.totals.lse_compared,
+                      r.totals.lse_differ);
+  }
+  return md;
+}
+
+std::optional<std::string> gpu_check_failure(const std::vector<DeviceRecord>& records) {
+  HeadCheck total;
+  const DeviceRecord* first = nullptr;
+  for (const DeviceRecord& r : records) {
+    const HeadCheck t = r.run.totals();
+    total.codes_compared += t.codes_compared;
+    total.codes_differ += t.codes_differ;
+    total.lse_compared += t.lse_compared;
+    total.lse_differ += t.lse_differ;
+    if (!first && (t.codes_differ || t.lse_differ)) first = &r;
+  }
+  if (!first) return std::nullopt;
+  return fmt::format("--device gpu: the GPU differs from the emulation in {} of {} output codes and {} of {} LSE values; the "
+                     "first: variant '{}' on {} ({}): {}",
+                     total.codes_differ, total.codes_compared, total.lse_differ, total.lse_compared, first->variant,
+                     first->dataset, first->item, first->run.first_difference);
 }
 
 void Progress::step(const std::string& what) {
@@ -439,13 +715,13 @@ void Progress::step(const std::string& what) {
 double Progress::cpu_seconds() const { return cpu_now(); }
 
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants, const std::vector<Dataset>& datasets,
-                  ExperimentResults& results, unsigned threads,
+                  ExperimentResults& results, const CommonOptions& options,
                   const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep,
                   const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each) {
   std::size_t steps = 0;
   for (const Dataset& d : datasets) steps += parts_of(d).size() * variants.size();
   Progress progress(experiment, int(steps));
-  References references(threads);
+  References references(options.threads);
   for (const Dataset& d : datasets) {
     const std::vector<HeadRange> ranges = parts_of(d);
     std::vector<Dataset> parts;
@@ -457,7 +733,7 @@ void run_variants(const std::string& experiment, const std::vector<Variant>& var
         const Dataset& dp = parts[i];
         const std::string where = part_name(d, ranges[i]);
         const std::optional<ItemResult> r = results.item(d, v.name + " on " + where, [&] {
-          Evaluation e = evaluate(p, dp, references.of(dp), threads, bool(keep));
+          Evaluation e = evaluate(p, dp, references.of(dp), options, bool(keep));
           nlohmann::json extra = keep ? keep(v, dp, e) : nlohmann::json();
           return ItemResult{{{v.name, std::move(e)}}, std::move(extra)};
         });
@@ -494,6 +770,16 @@ int experiment_main(int argc, char** argv, const std::string& name, const std::s
     std::cerr << "lowbit run " << name << ": error: " << *why << "\n";
     return 2;
   }
+  if (options.on_gpu() && options.merge.empty()) {  // a merge reads its items: no GPU needed
+#if defined(LOWBIT_HAVE_KERNELS)
+    const auto gpu = cli::require_gpu("run");
+    if (!gpu) return cli::kSkipped;
+    options.gpu = cli::gpu_provenance(*gpu);
+#else
+    std::cerr << "lowbit run " << name << ": --device gpu: this build has no CUDA kernels; skipped\n";
+    return 77;
+#endif
+  }
   options.sweep = sweep_options(app);
   try {
     body(options);
@@ -514,6 +800,13 @@ ExperimentResults::ExperimentResults(std::string experiment, const CommonOptions
       args_(argv + std::min(argc, 1), argv + argc) {
   out_.run().config["experiment"] = experiment_;
   out_.run().seeds["synthetic"] = options.seed;
+  if (options.on_gpu()) {
+    on_gpu_ = true;
+    check_ = options.check;
+    gpu_ = options.gpu;
+    out_.run().config["device"] = check_ ? "gpu" : "gpu --no-check";
+    if (!gpu_.is_null()) out_.run().config["gpu"] = gpu_;
+  }
   if (!options.merge.empty()) load_shards(options);
 }
 
@@ -577,14 +870,31 @@ std::optional<ItemResult> ExperimentResults::item(const Dataset& d, const std::s
     const nlohmann::json& record = s.manifest.at("records").at(i / count);
     if (record.at("item") != i)
       throw std::runtime_error(fmt::format("{}: record {} is not of item {}", s.dir, i / count + 1, i + 1));
-    for (const auto& e : record.at("evaluations"))
+    for (const auto& e : record.at("evaluations")) {
       r.evaluations.emplace_back(e.at("variant").get<std::string>(), evaluation_from_json(e));
+      // Where it ran must be this merge's mode: --device and --no-check are the shards' own.
+      const std::optional<DeviceRun>& device = r.evaluations.back().second.device;
+      const std::string ran = device ? device->ran_on : std::string("emulation (no --device gpu)");
+      const bool fits = !on_gpu_ ? !device
+                                 : device && (device->ran_on == kRanOnEmulation || device->ran_on == (check_ ? kRanOnBoth : kRanOnGpu));
+      if (!fits)
+        throw std::runtime_error(fmt::format("{}: item '{}' ran on {}, which this merge (--device {}) does not: its shards ran "
+                                             "with other --device or --no-check options",
+                                             s.dir, key, ran, !on_gpu_ ? "cpu" : check_ ? "gpu" : "gpu --no-check"));
+    }
     r.extra = record.at("extra");
   } else if (shard_ && !shard_->owns(i)) {
     return std::nullopt;
   } else {
     r = compute();
-    for (auto& [variant, e] : r.evaluations) e.forward = {};  // the operands are large; `extra` keeps what is wanted of them
+    for (auto& [variant, e] : r.evaluations) {
+      e.forward = {};  // the operands are large; `extra` keeps what is wanted of them
+      if (on_gpu_ && !e.device)
+        e.device = DeviceRun{kRanOnEmulation,
+                             experiment_ + " computes this itself, not through the harness's forward pass (evaluate()): "
+                                           "no kernel runs it",
+                             {}, "", {}, {}};
+    }
     if (shard_) {
       nlohmann::json evaluations = nlohmann::json::array();
       for (const auto& [variant, e] : r.evaluations) {
@@ -594,13 +904,45 @@ std::optional<ItemResult> ExperimentResults::item(const Dataset& d, const std::s
       records_.push_back({{"item", i}, {"key", key}, {"evaluations", evaluations}, {"extra", r.extra}});
     }
   }
-  for (const auto& [variant, e] : r.evaluations) add(variant, d, e);
+  for (const auto& [variant, e] : r.evaluations) {
+    add(variant, d, e);
+    if (e.device) add_device(variant, d, key, e);
+  }
   return r;
+}
+
+void ExperimentResults::add_device(const std::string& variant, const Dataset& d, const std::string& item, const Evaluation& e) {
+  const DeviceRun& run = *e.device;
+  device_records_.push_back({variant, d.name, item, run});
+  if (run.ran_on == kRanOnGpu) gpu_alone_.insert({variant, d.name});
+  if (run.ran_on != kRanOnBoth) return;
+  const std::string gpu = variant + " (GPU)";
+  add(gpu, d, Evaluation{run.gpu, run.gpu_histogram, {}, std::nullopt});
+  for (const HeadCheck& h : run.heads)
+    for (const auto& [metric, value] : {std::pair{"codes_compared", h.codes_compared}, {"codes_differ", h.codes_differ},
+                                        {"lse_compared", h.lse_compared}, {"lse_differ", h.lse_differ}})
+      add_metric(gpu, d.name, h.label, metric, double(value));
+}
+
+std::string ExperimentResults::shown(const std::string& variant, const std::string& dataset) const {
+  return gpu_alone_.count({variant, dataset}) ? variant + " (GPU)" : variant;
+}
+
+nlohmann::json ExperimentResults::gpus() const {
+  nlohmann::json gpus = nlohmann::json::array();
+  if (!gpu_.is_null()) gpus.push_back(gpu_);
+  for (const ShardRecord& s : shards_)
+    if (s.manifest.contains("gpu")) gpus.push_back(s.manifest.at("gpu"));
+  return gpus;
+}
+
+void ExperimentResults::write_gpu_check() {
+  out_.json("gpu-check.json", gpu_check_json(experiment_, check_, out_.run().machine.git_sha, gpus(), device_records_));
 }
 
 bool ExperimentResults::finish_shard() {
   if (!shard_) return false;
-  const nlohmann::json manifest{
+  nlohmann::json manifest{
       {"experiment", experiment_},
       {"shard", {{"index", shard_->index}, {"count", shard_->count}}},
       {"git_sha", out_.run().machine.git_sha},
@@ -610,12 +952,17 @@ bool ExperimentResults::finish_shard() {
       {"machine", out_.run().machine.to_json()},
       {"items", items_},
       {"records", records_}};
+  if (on_gpu_) manifest["gpu"] = gpu_;  // the merge's gpu-check.json names each shard's GPU
   out_.json("shard.json", manifest);
   out_.csv("metrics.csv", metrics_csv());
+  if (on_gpu_) write_gpu_check();
   out_.write_provenance();
-  std::cout << fmt::format("shard {} of {}: {} of the sweep's {} work items; wrote {}/{{shard.json, metrics.csv, provenance.json}} "
+  std::cout << fmt::format("shard {} of {}: {} of the sweep's {} work items; wrote {}/{{shard.json, metrics.csv, {}provenance.json}} "
                            "(lowbit run-merge OUT DIR... joins the shards)\n",
-                           shard_->text(), experiment_, records_.size(), items_.size(), out_.dir().string());
+                           shard_->text(), experiment_, records_.size(), items_.size(), out_.dir().string(),
+                           on_gpu_ ? "gpu-check.json, " : "");
+  if (on_gpu_)
+    if (auto failure = gpu_check_failure(device_records_)) throw std::runtime_error(*failure);
   return true;
 }
 
@@ -684,7 +1031,7 @@ std::string ExperimentResults::metrics_csv() const {
   std::string metrics = "experiment,variant,dataset,head,metric,value\n";
   for (std::size_t i : order) {
     const Row& r = rows_[i];
-    metrics += fmt::format("{},{},{},{},{},{:.9g}\n", csv_field(experiment_), csv_field(r.variant), csv_field(r.dataset),
+    metrics += fmt::format("{},{},{},{},{},{:.9g}\n", csv_field(experiment_), csv_field(shown(r.variant, r.dataset)), csv_field(r.dataset),
                            csv_field(r.head), r.metric, r.value);
   }
   return metrics;
@@ -714,13 +1061,14 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
       if (const auto it = summaries_.find({v, d}); it != summaries_.end()) {
         const Summary& s = it->second;
         summary += fmt::format("{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}\n", csv_field(experiment_),
-                               csv_field(v), csv_field(d), s.heads, s.cosine_mean, s.cosine_worst, s.rel_l1_mean,
+                               csv_field(shown(v, d)), csv_field(d), s.heads, s.cosine_mean, s.cosine_worst, s.rel_l1_mean,
                                s.rel_l1_worst, s.rmse_mean, s.rmse_worst, s.max_abs_worst, s.p99_mean);
       }
       if (const auto it = histograms_.find({v, d}); it != histograms_.end()) {
         const ErrorHistogram& h = it->second;
         const auto row = [&](const std::string& low, const std::string& high, std::uint64_t count) {
-          distribution += fmt::format("{},{},{},{},{},{}\n", csv_field(experiment_), csv_field(v), csv_field(d), low, high, count);
+          distribution += fmt::format("{},{},{},{},{},{}\n", csv_field(experiment_), csv_field(shown(v, d)), csv_field(d), low, high,
+                                      count);
         };
         row("-inf", fmt::format("{}", ErrorHistogram::kLowestDecade), h.below);
         for (int i = 0; i < ErrorHistogram::kBins; ++i)
@@ -739,7 +1087,14 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
                                      "distribution.csv the per-element error histograms). p99 err/RMS: the 99th "
                                      "percentile of |error| over the RMS of the head's float64 output, mean over heads.\n"
                                    : intro_);
-  const std::vector<std::string>& variants = table_variants_.empty() ? variants_ : table_variants_;
+  std::vector<std::string> variants = table_variants_.empty() ? variants_ : table_variants_;
+  if (!table_variants_.empty() && on_gpu_) {  // each shown variant's GPU rows beside it
+    variants.clear();
+    for (const std::string& v : table_variants_) {
+      variants.push_back(v);
+      if (std::find(variants_.begin(), variants_.end(), v + " (GPU)") != variants_.end()) variants.push_back(v + " (GPU)");
+    }
+  }
   for (const auto& d : datasets_) {
     bool any_summary = false;
     for (const auto& v : variants) any_summary = any_summary || summaries_.count({v, d});
@@ -754,7 +1109,7 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
       const auto it = summaries_.find({v, d});
       if (it == summaries_.end()) continue;
       const Summary& s = it->second;
-      md += fmt::format("| {} | {} | {} | {:.4f} | {:.4f} | {:.4g} | {:.4g} | {:.3g} | {:.3g} |", markdown_cell(v), percent(s.cosine_mean),
+      md += fmt::format("| {} | {} | {} | {:.4f} | {:.4f} | {:.4g} | {:.4g} | {:.3g} | {:.3g} |", markdown_cell(shown(v, d)), percent(s.cosine_mean),
                         percent(s.cosine_worst), s.rel_l1_mean, s.rel_l1_worst, s.rmse_mean, s.rmse_worst, s.max_abs_worst,
                         s.p99_mean);
       if (with_paper) {
@@ -776,10 +1131,15 @@ void ExperimentResults::write(const std::string& title, const std::string& extra
     if (sources.find(p.source) == std::string::npos) sources += (sources.empty() ? "" : "; ") + p.source;
   if (!sources.empty()) md += "\nPaper columns: " + sources + " (their data, not ours: results/experiments/README.md says where and why ours differ).\n";
   md += extra_tables;
+  if (on_gpu_) md += gpu_check_markdown(check_, gpus(), device_records_);
   if (!notes_.empty()) md += "\n" + notes_;
   out_.markdown("table.md", md);
+  if (on_gpu_) write_gpu_check();
   out_.write_provenance();
-  std::cout << md << "\nwrote " << out_.dir().string() << "/{metrics.csv, summary.csv, distribution.csv, table.md, provenance.json}\n";
+  std::cout << md << "\nwrote " << out_.dir().string() << "/{metrics.csv, summary.csv, distribution.csv, table.md, "
+            << (on_gpu_ ? "gpu-check.json, " : "") << "provenance.json}\n";
+  if (on_gpu_)
+    if (auto failure = gpu_check_failure(device_records_)) throw std::runtime_error(*failure);
 }
 
 }  // namespace lowbit::experiments

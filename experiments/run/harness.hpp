@@ -31,12 +31,26 @@
 // run, byte for byte, because the same values are added in the same order. No item's data or seed
 // depends on the shard: the datasets are made from the options alone, and every pipeline's
 // randomness (Hadamard's seed) is its own.
+//
+// The GPU beside the emulation (--device gpu): every evaluation the harness makes (evaluate())
+// runs on Q, K, V rounded to fp16, the kernels' input format (the emulation sees the same values;
+// the float64 reference stays that of the dataset as given), and where a kernel computes the
+// variant's pipeline bit for bit (kernels/attention/gpu_forward.hpp: gpu_unsupported) on the GPU
+// as well: the GPU's output against the reference is the variant "NAME (GPU)", and its output codes
+// and LSE are compared with the emulation's, every bit, head by head. --no-check runs the GPU
+// alone (no emulation; the variant's rows are the GPU's, labelled "NAME (GPU)" in the files).
+// Evaluations no kernel computes run emulated as before, "emulated only: REASON" (gpu_unsupported's),
+// never counted as checked. gpu-check.json and a table in table.md record each variant and dataset
+// (ran_on, codes and LSE values compared and differing, the reason) with the GPU and git SHA; a run
+// (a shard, a merge) in which any differ fails after writing its files, naming the first. Shards
+// carry every evaluation's GPU results in their records, so a merge writes what one whole run does.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -135,6 +149,9 @@ nlohmann::json read_shard(const std::string& dir);
 
 struct CommonOptions {
   std::string out;                      // default LOWBIT_DEFAULT_RESULTS_DIR/NAME
+  std::string device = "cpu";           // --device cpu | gpu (the header's "The GPU beside the emulation")
+  bool check = true;                    // --no-check clears it: with --device gpu, the GPU alone
+  nlohmann::json gpu;                   // --device gpu: the GPU's provenance (experiment_main; empty when merging)
   std::vector<std::string> datasets;    // names from dataset_names()
   std::string q, k, v, dataset_name;    // the user's tensors
   bool causal = false;
@@ -150,11 +167,12 @@ struct CommonOptions {
   // shards of one sweep share.
   nlohmann::json sweep = nlohmann::json::object();
 
+  bool on_gpu() const { return device == "gpu"; }
   std::optional<std::string> validate() const;
 };
 
 // Registers --out, --datasets, --q/--k/--v, --causal, --dataset-name, --heads, --tokens, --seed,
-// --threads, --data-dir, --shard, --merge on `app`.
+// --threads, --data-dir, --shard, --merge, --device, --no-check on `app`.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::string& experiment);
 // The datasets the options name (the user's tensors alone when --q is given). Throws naming the
 // file or the name that is wrong.
@@ -176,10 +194,59 @@ struct HeadError {
   ErrorMetrics metrics;
   ErrorQuantiles quantiles;
 };
+// ---- the GPU beside the emulation -------------------------------------------------------------
+
+inline constexpr const char* kRanOnBoth = "gpu+emulation";
+inline constexpr const char* kRanOnGpu = "gpu";
+inline constexpr const char* kRanOnEmulation = "emulation only";
+
+// One head's GPU output codes and LSE values against the emulation's.
+struct HeadCheck {
+  std::string label;
+  std::uint64_t codes_compared = 0, codes_differ = 0, lse_compared = 0, lse_differ = 0;
+};
+
+// Where one evaluation ran under --device gpu, and what the GPU gave.
+struct DeviceRun {
+  std::string ran_on;            // kRanOnBoth, kRanOnGpu, kRanOnEmulation
+  std::string reason;            // emulation only: why no kernel computes it
+  std::vector<HeadCheck> heads;  // gpu+emulation: every head compared
+  std::string first_difference;  // gpu+emulation: the first differing output code (else LSE value); "" when none
+  std::vector<HeadError> gpu;    // gpu+emulation: the GPU's output against the reference
+  ErrorHistogram gpu_histogram;
+
+  HeadCheck totals() const;  // the heads' sums (label empty)
+};
+
+// The GPU's output codes and LSE against the emulation's, every bit, head by head (batch 1, one
+// label per head): a DeviceRun of kRanOnBoth without the GPU's metrics. Throws std::invalid_argument
+// when the shapes differ.
+DeviceRun check_device(const attention::ForwardResult& gpu, const attention::ForwardResult& emulated,
+                       const std::vector<std::string>& labels);
+
+// One evaluation's DeviceRun in a run's results: its variant, dataset and work item.
+struct DeviceRecord {
+  std::string variant, dataset, item;
+  DeviceRun run;
+};
+
+// gpu-check.json: the experiment, the mode (check: GPU and emulation; else the GPU alone), the
+// git SHA, the GPUs (this run's provenance, or each merged shard's), the totals, the first
+// difference, and per variant and dataset (records summed over the dataset's parts): ran_on,
+// codes_compared, codes_differ, lse_compared, lse_differ, and the reason where emulated only.
+nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check, const std::string& git_sha,
+                                      const nlohmann::json& gpus, const std::vector<DeviceRecord>& records);
+// table.md's section of the same (markdown).
+std::string gpu_check_markdown(bool check, const nlohmann::json& gpus, const std::vector<DeviceRecord>& records);
+// Why the run fails (any output code or LSE value differs: the counts, and the first difference
+// with its variant, dataset and head), or nothing.
+std::optional<std::string> gpu_check_failure(const std::vector<DeviceRecord>& records);
+
 struct Evaluation {
-  std::vector<HeadError> heads;
+  std::vector<HeadError> heads;  // --device gpu --no-check, where the GPU ran: the GPU's
   ErrorHistogram histogram;
   attention::ForwardResult forward;  // with the quantized operands when asked for
+  std::optional<DeviceRun> device;   // --device gpu
 };
 
 // What one work item of a sweep adds to the results: the evaluations of the variants it runs, in
@@ -202,9 +269,11 @@ class References {
   std::map<std::string, ReferenceAttention> cache_;
 };
 
-// The pipeline's rounded output on every head against the reference.
+// The pipeline's rounded output on every head against the reference, with o.threads; with
+// --device gpu (o.on_gpu()) on the GPU as well, or alone (--no-check), where a kernel computes it
+// (the header's "The GPU beside the emulation"; Evaluation::device).
 Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
-                    unsigned threads, bool keep_operands = false);
+                    const CommonOptions& o, bool keep_operands = false);
 // Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]).
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
                          const std::vector<std::string>& labels);
@@ -232,13 +301,14 @@ class ExperimentResults;
 // them (ItemResult::extra); `each` (optional) sees every item's result this run has (all of them but
 // another shard's).
 void run_variants(const std::string& experiment, const std::vector<Variant>& variants,
-                  const std::vector<Dataset>& datasets, ExperimentResults& results, unsigned threads,
+                  const std::vector<Dataset>& datasets, ExperimentResults& results, const CommonOptions& options,
                   const std::function<nlohmann::json(const Variant&, const Dataset&, const Evaluation&)>& keep = {},
                   const std::function<void(const Variant&, const Dataset&, const ItemResult&)>& each = {});
 
 // An experiment's program: options (the common ones with these defaults, then the experiment's
 // own), then body; errors print "lowbit run NAME: error: ..." and return 1; bad options 2 (CLI11,
-// CommonOptions::validate).
+// CommonOptions::validate); --device gpu without a GPU (or in a build without the kernels) prints
+// that it is skipped and returns 77 (a merge needs no GPU: its items are read).
 int experiment_main(int argc, char** argv, const std::string& name, const std::string& description,
                     const std::vector<std::string>& default_datasets, const DatasetSizes& sizes,
                     const std::function<void(CLI::App&)>& own_options,
@@ -265,8 +335,9 @@ class ExperimentResults {
   // from its shard and add()ed when merging, nullopt when another shard runs it. Throws naming the
   // item when a merge's shards lack it.
   std::optional<ItemResult> item(const Dataset& d, const std::string& key, const std::function<ItemResult()>& compute);
-  // In a shard run: writes the shard's items (shard.json, metrics.csv) and returns true, and the
-  // experiment stops (its summaries need every item). Otherwise false.
+  // In a shard run: writes the shard's items (shard.json, metrics.csv; gpu-check.json with --device
+  // gpu) and returns true, and the experiment stops (its summaries need every item); throws, after
+  // writing, when a GPU's code differs (gpu_check_failure). Otherwise false.
   bool finish_shard();
 
   void add(const std::string& variant, const Dataset& d, const Evaluation& e);
@@ -282,9 +353,10 @@ class ExperimentResults {
   const Summary& summary(const std::string& variant, const std::string& dataset) const;
 
   ResultDirectory& directory() { return out_; }
-  // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json; prints the
-  // tables to stdout. `extra_tables` (markdown) go before the notes. When merging, first checks
-  // that the shards' sweep is this one to the end (as many items, the same datasets).
+  // Writes metrics.csv, summary.csv, distribution.csv, table.md and provenance.json (and, with
+  // --device gpu, gpu-check.json); prints the tables to stdout. `extra_tables` (markdown) go before
+  // the notes. When merging, first checks that the shards' sweep is this one to the end (as many
+  // items, the same datasets). Throws, after writing, when a GPU's code differs (gpu_check_failure).
   void write(const std::string& title, const std::string& extra_tables = "");
 
  private:
@@ -294,6 +366,13 @@ class ExperimentResults {
   };
   void load_shards(const CommonOptions& options);
   std::string metrics_csv() const;
+  // The name a variant's rows on a dataset have in the files: "NAME (GPU)" where the GPU ran alone.
+  std::string shown(const std::string& variant, const std::string& dataset) const;
+  // --device gpu: the evaluations' DeviceRuns into the records and the results (the GPU's rows).
+  void add_device(const std::string& variant, const Dataset& d, const std::string& item, const Evaluation& e);
+  void write_gpu_check();
+  // The GPUs of gpu-check.json: this run's provenance, or each merged shard's.
+  nlohmann::json gpus() const;
 
   struct Row {
     std::string variant, dataset, head, metric;
@@ -316,6 +395,12 @@ class ExperimentResults {
   std::vector<ShardRecord> shards_;  // by index - 1
   std::vector<std::string> items_;
   nlohmann::json records_ = nlohmann::json::array();  // a shard's items' results
+  // --device gpu (the options' device, check and GPU provenance); the evaluations' records; the
+  // (variant, dataset) pairs the GPU ran alone.
+  bool on_gpu_ = false, check_ = true;
+  nlohmann::json gpu_;
+  std::vector<DeviceRecord> device_records_;
+  std::set<std::pair<std::string, std::string>> gpu_alone_;
 };
 
 std::string percent(double cosine, int decimals = 2);

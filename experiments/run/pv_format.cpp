@@ -67,7 +67,7 @@ int run_pv_format(int argc, char** argv) {
           variants.push_back(v);
           results.paper(v.name, paper);
         }
-        run_variants(name, variants, datasets, results, o.threads);
+        run_variants(name, variants, datasets, results, o);
         if (results.finish_shard()) return;
         std::string headline;
         for (const Dataset& d : datasets) {

@@ -75,7 +75,7 @@ int run_smoothing(int argc, char** argv) {
         std::vector<std::array<std::string, 3>> counted;
         std::map<std::array<std::string, 3>, std::map<int, std::uint64_t>> counts;
         run_variants(
-            name, variants, datasets, results, o.threads,
+            name, variants, datasets, results, o,
             [&](const Variant& v, const Dataset&, const Evaluation& e) {
               // INT4 codes of Q and K over every head (padding left out): [{tensor, [[code, count], ...]}, ...].
               nlohmann::json kept = nlohmann::json::array();

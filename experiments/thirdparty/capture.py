@@ -21,8 +21,8 @@ Two steps:
                                   (numpy; here) a run's folder as a committed replay record:
                                   DEST/set.json (the set's configurations with the sha256 of the
                                   kernel's output and LSE, and for fa3-fp8 of its E4M3 operands and
-                                  descales, for sageattn2-sm90 of its operands), DEST/provenance.json,
-                                  the whole arrays of the --keep configurations, and for sageattn2-sm90
+                                  descales, for sageattn2-* of its operands), DEST/provenance.json,
+                                  the whole arrays of the --keep configurations, and for sageattn2-*
                                   every K mean (NAME.km.npy: torch's, which the replay gives the preset)
                                   (tests/attention/thirdparty_replay.py replays it).
 
@@ -49,6 +49,16 @@ Kernels:
                them, [batch, kv_heads, dim, keys]) and NAME.vscale.npy ([batch, kv_heads, dim]).
   sageattn2-sm90-per-warp
                the same with qk_quant_gran="per_warp" (Q per warp, K per block, by its CUDA quantizers).
+  sageattn2-sm89
+               SageAttention2's Ada path, core.py's sageattn_qk_int8_pv_fp8_cuda with its defaults, which
+               setup.py also builds for sm90 (mma.sync kernels): per-thread INT8 Q, K by its Triton kernels
+               (BLKQ 128, WARPQ 32, BLKK 64, WARPK 64), K minus its mean, per-channel FP8 V at 2.25, the
+               "fp32+fp16" kernel qk_int8_sv_f8_accum_f16_fuse_v_scale_attn_inst_buf. Operands written as
+               for sageattn2-sm90 (V padded to 64 keys only).
+  sageattn2-sm89-per-warp
+               the same with qk_quant_gran="per_warp".
+  sageattn2-sm89-fp32
+               the same with pv_accum_dtype="fp32+fp32" (V at 448, qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf).
 """
 import argparse
 import datetime
@@ -85,6 +95,16 @@ CONFIGS = [
 # d = 64, 1,024 tokens, causal), fp16 as stored.
 SMOLLM2 = pathlib.Path(__file__).resolve().parents[1] / "data" / "smollm2-135m"
 SMOLLM2_LAYERS = ("00", "10", "20", "29")
+
+# SageAttention2's kernels: the attention extension, qk_quant_gran and pv_accum_dtype of each.
+SAGE2_KERNELS = {
+    "sageattn2-sm90": ("sm90", "per_thread", "fp32+fp32"),
+    "sageattn2-sm90-per-warp": ("sm90", "per_warp", "fp32+fp32"),
+    "sageattn2-sm89": ("sm89", "per_thread", "fp32+fp16"),
+    "sageattn2-sm89-per-warp": ("sm89", "per_warp", "fp32+fp16"),
+    "sageattn2-sm89-fp32": ("sm89", "per_thread", "fp32+fp32"),
+}
+KERNELS = ["sdpa-flash", "fa3-fp8", "fa3-bf16"] + list(SAGE2_KERNELS)
 
 
 def round_to(x, fmt):
@@ -207,9 +227,10 @@ def cmd_record(args):
         if kernel == "fa3-fp8":
             c["operands_sha256"] = {r: digest(np.load(folder / f"{name}.{r}8.npy")) for r in "qkv"}
             c["operands_sha256"]["descale"] = digest(np.load(folder / f"{name}.descale.npy"))
-        if kernel.startswith("sageattn2-sm90"):
+        if kernel in SAGE2_KERNELS:  # the K mean always (the replay's --key-mean), the other operands where kept
             c["operands_sha256"] = {part: digest(np.load(folder / f"{name}.{part}.npy"))
-                                    for part in ("q8", "k8", "v8", "qscale", "kscale", "vscale", "km")}
+                                    for part in ("q8", "k8", "v8", "qscale", "kscale", "vscale", "km")
+                                    if part == "km" or (folder / f"{name}.{part}.npy").exists()}
             np.save(dest / f"{name}.km.npy", np.load(folder / f"{name}.km.npy"))  # the replay's --key-mean
     for name in args.keep or []:
         if name not in captured:
@@ -274,10 +295,11 @@ def provenance(kernel, torch, sage2_src=None):
     if kernel.startswith("fa3"):
         import importlib.metadata
         info["package"] = "fa3-fwd " + importlib.metadata.version("fa3-fwd")
-    elif kernel.startswith("sageattn2-sm90"):
-        granularity = "per_warp" if kernel.endswith("per-warp") else "per_thread"
+    elif kernel in SAGE2_KERNELS:
+        attention, granularity, pv_accum = SAGE2_KERNELS[kernel]
+        function = "sageattn_qk_int8_pv_fp8_cuda" + ("_sm90" if attention == "sm90" else "")
         info["package"] = ("thu-ml/SageAttention " + (sage2_src / "COMMIT").read_text().strip() +
-                           f" (sageattn_qk_int8_pv_fp8_cuda_sm90: qk_quant_gran={granularity}, smooth_k, fp32+fp32; "
+                           f" ({function}: qk_quant_gran={granularity}, smooth_k, {pv_accum}; extension _qattn_{attention} "
                            "compiled with setup.py's sm90 flags by experiments/bench/bench_sageattention2.py)")
     else:
         info["package"] = "torch " + torch.__version__ + " (aten::_scaled_dot_product_flash_attention)"
@@ -328,20 +350,26 @@ def run_fa3(torch, q, k, v, causal, fmt, fp8):
     return out.float().permute(0, 2, 1, 3).contiguous().cpu().numpy(), lse.float().cpu().numpy(), extra
 
 
+
+
 class Sage2Reference:
-    """SageAttention2's sm90 path (bench_sageattention2.Sage2), compiled on first use."""
+    """SageAttention2's paths (bench_sageattention2.Sage2, Sage2Ada), each extension compiled on first use."""
 
     def __init__(self, src, build_dir):
-        self.src, self.build_dir, self.modules = pathlib.Path(src), pathlib.Path(build_dir), None
+        self.src, self.build_dir, self.modules = pathlib.Path(src), pathlib.Path(build_dir), {}
 
-    def __call__(self, torch, q, k, v, causal, fmt, granularity="per_thread"):
+    def __call__(self, torch, q, k, v, causal, fmt, kernel):
         sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "bench"))
         import bench_sageattention2 as bench
 
-        if self.modules is None:
-            qattn, fused, _ = bench.build(self.src, self.build_dir, False)
-            self.modules = qattn, fused, bench.load_triton_quant(self.src)
-        sage = bench.Sage2(*self.modules, qk_quant_gran=granularity)
+        attention, granularity, pv_accum = SAGE2_KERNELS[kernel]
+        if attention not in self.modules:
+            qattn, fused, _ = bench.build(self.src, self.build_dir, False, attention)
+            self.modules[attention] = qattn, fused, bench.load_triton_quant(self.src)
+        if attention == "sm90":
+            sage = bench.Sage2(*self.modules[attention], qk_quant_gran=granularity)
+        else:
+            sage = bench.Sage2Ada(*self.modules[attention], qk_quant_gran=granularity, pv_accum_dtype=pv_accum)
         dtype = torch.float16 if fmt == "fp16" else torch.bfloat16
         qd, kd, vd = (torch.from_numpy(t).cuda().to(dtype) for t in (q, k, v))
         q8, k8, v8, qs, ks, vs, km = sage.operands(qd, kd, vd)
@@ -382,9 +410,8 @@ def cmd_run(args):
                     out, lse, extra = run_sdpa_flash(torch, q, k, v, c["causal"], c["format"])
                 elif kernel in ("fa3-fp8", "fa3-bf16"):
                     out, lse, extra = run_fa3(torch, q, k, v, c["causal"], c["format"], kernel == "fa3-fp8")
-                elif kernel.startswith("sageattn2-sm90"):
-                    granularity = "per_warp" if kernel.endswith("per-warp") else "per_thread"
-                    out, lse, extra = sage2(torch, q, k, v, c["causal"], c["format"], granularity)
+                elif kernel in SAGE2_KERNELS:
+                    out, lse, extra = sage2(torch, q, k, v, c["causal"], c["format"], kernel)
                 else:
                     print(f"capture.py: unknown kernel {kernel}", file=sys.stderr)
                     return 2
@@ -416,10 +443,9 @@ def main():
     p = sub.add_parser("run", help="run kernels on a set or one input (GPU)")
     p.add_argument("dir", nargs="?", help="a folder written by 'inputs'")
     p.add_argument("out")
-    p.add_argument("--kernel", action="append", required=True, choices=["sdpa-flash", "fa3-fp8", "fa3-bf16", "sageattn2-sm90",
-                                                                         "sageattn2-sm90-per-warp"])
+    p.add_argument("--kernel", action="append", required=True, choices=KERNELS)
     p.add_argument("--sage2-src", default=".sage2-ref", help="SageAttention's sources at a fixed commit, with COMMIT "
-                   "(sageattn2-sm90; default: %(default)s)")
+                   "(sageattn2-*; default: %(default)s)")
     p.add_argument("--sage2-build", default="build/sage2-ref-ext", help="where they are compiled (default: %(default)s)")
     p.add_argument("--q")
     p.add_argument("--k")

@@ -63,6 +63,8 @@ std::optional<std::string> variant_unsupported(const la::Pipeline& pl) {
                        "need a reduction over the thread block it does not have)", la::to_string(pl.p.scale));
   if (pl.p.rounding != Rounding::nearest_even && pl.p.rounding != Rounding::toward_zero)
     return std::string("p rounding: nearest even or toward zero only");
+  if (pl.p_keys != la::PKeys::natural)
+    return std::string("p-keys registers: the family feeds P V its keys in order (P staged in shared memory)");
   if (pl.accumulation.mode == la::Accumulation::in_place && pv->pv == PvInstruction::s8)
     return std::string("accumulation in-place: an s32 P V accumulator cannot take the fp32 o");
   if (pl.exponential.exact) return std::string("exp2 exact: no GPU instruction computes it (poly5, poly6 or sm90-ex2)");

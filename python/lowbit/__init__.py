@@ -250,7 +250,7 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
     descale: fa3-fp8: FlashAttention-3's q_descale, k_descale, v_descale as the kernel takes them,
         [3, batch, kv_heads] (numpy or torch), for Q, K, V of E4M3 values as they are (stages
         q=e4m3:none, k=e4m3:none, v=e4m3:none); as the program's --descale.
-    key_mean: sageattn2-sm90: K's mean as SageAttention2's wrapper computed it (torch's k.mean(),
+    key_mean: sageattn2-*: K's mean as SageAttention2's wrapper computed it (torch's k.mean(),
         whose reduction order is not modelled), [batch, kv_heads, 1, dim] or [batch, kv_heads, dim],
         in place of the emulated one; as the program's --key-mean.
 
@@ -261,7 +261,7 @@ def attention(q, k, v, preset="sage2-8b", causal=False, stages=None, *, threads=
         output_format     its format's name
         output_unrounded  the float32 output before rounding
         lse               [batch, heads, tokens]: natural log of the softmax denominator
-                          (sageattn2-sm90: the kernel's own, log2 of the K-smoothed scores' sum)
+                          (sageattn2-*: the kernel's own, log2 of the K-smoothed scores' sum)
         q, k, v           one dict per (batch, head) (index batch * heads + head; k, v: per KV
                           head): codes, scale_codes, scales, groups, mean (the smoothing means),
                           outer_scales, shape, padded_shape, element, scale_format, grouping

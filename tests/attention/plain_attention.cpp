@@ -6,6 +6,7 @@
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/flash3_steps.hpp"
 #include "emulation/attention/sage2_sm90_steps.hpp"
+#include "emulation/layout.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "emulation/mma/wide.hpp"
@@ -115,7 +116,12 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   const bool flash2 = pl.softmax == Softmax::flash2;  // m then holds the raw maximum (flash2_steps.hpp)
   const bool flash3 = pl.softmax == Softmax::flash3;  // likewise (flash3_steps.hpp)
   const float offset3 = pl.p.log2_scale;              // flash3: P's offset
-  const bool sage2 = pl.softmax == Softmax::sage2_sm90;  // raw accumulators, per-lane scales (sage2_sm90_steps.hpp)
+  const bool sage2 = sage2_released(pl.softmax);  // raw accumulators, per-lane scales (sage2_sm90_steps.hpp)
+  // The key at position j of a block's P V (p-keys=registers: each 32-key k step in register order).
+  constexpr layout::AccumulatorToA8 p_map = layout::accumulator_to_a8(32);
+  const auto key_at = [&](int j) { return pl.p_keys == PKeys::registers ? j / 32 * 32 + p_map.key_of_column[std::size_t(j % 32)] : j; };
+  const int sage2_dequantized =
+      pl.softmax == Softmax::sage2_sm89 ? sage2_sm90::kDequantizedBlocksSm89 : sage2_sm90::kDequantizedBlocksSm90;
   const float sm_sage2 = sage2_sm90::softmax_scale_log2(d);
   const float sm = flash2 ? flash2::softmax_scale_log2(d) : st::softmax_scale_log2(d);
 
@@ -227,12 +233,14 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               if (fused) scale[std::size_t(j)] = st::fused_scale(scale[std::size_t(j)]);
               s[std::size_t(j)] = st::dequantize_score(acc[std::size_t(j)], scale[std::size_t(j)]);
             }
-            if (sage2)  // the last block's scores dequantized, its scale plain; the others' raw, the scale fused
+            if (sage2) {  // the last blocks' scores dequantized, their scale plain; the others' raw, the scale fused
+              const bool dequantized_first = kb > last_block - sage2_dequantized;
               for (int j = 0; j < bkv; ++j) {
                 const float dq = sage2_sm90::dequantization(scale_of_row(Q.tensor, pl.q, row), scale_of_row(K.tensor, pl.k, first + j));
-                s[std::size_t(j)] = kb == last_block ? flash3::mul_ftz(acc[std::size_t(j)], dq) : acc[std::size_t(j)];
-                scale[std::size_t(j)] = kb == last_block ? sm_sage2 : st::mul_rn(sm_sage2, dq);
+                s[std::size_t(j)] = dequantized_first ? flash3::mul_ftz(acc[std::size_t(j)], dq) : acc[std::size_t(j)];
+                scale[std::size_t(j)] = dequantized_first ? sm_sage2 : st::mul_rn(sm_sage2, dq);
               }
+            }
             for (int j = 0; j < bkv; ++j) {
               const int key = first + j;
               if (pl.smoothing.q) {
@@ -258,9 +266,9 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               for (int lane = 0; lane < 4; ++lane) lanes[lane] = sage2_sm90::lane_sum(lanes[lane], alpha, s.data(), bkv, lane);
               m = m_new;
               MatrixCode pc(1, bkv), vb(bkv, dv);
-              for (int j = 0; j < bkv; ++j) pc(0, j) = st::e4m3_code(s[std::size_t(j)]);
+              for (int j = 0; j < bkv; ++j) pc(0, j) = st::e4m3_code(s[std::size_t(key_at(j))]);
               for (int j = 0; j < bkv; ++j)
-                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j, c);
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + key_at(j), c);
               const MatrixCode r = mma::gemm(*pv, {pc, vb, MatrixCode::Zero(1, dv)});
               for (int c = 0; c < dv; ++c)
                 o[std::size_t(c)] = sage2_sm90::accumulate(o[std::size_t(c)], alpha, accumulator_float(pv->atom.d, r(0, c)));
@@ -338,20 +346,23 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               MatrixCode c_bits(1, dv);
               for (int c = 0; c < dv; ++c)
                 c_bits(0, c) = std::bit_cast<std::uint32_t>((flash3 ? flash3::mul_ftz : st::mul_rn)(o[std::size_t(c)], alpha));
-              MatrixCode vb(bkv, dv);
-              for (int j = 0; j < bkv; ++j)
-                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j, c);
-              const MatrixCode r = mma::gemm(*pv, {pc, vb, c_bits});
+              MatrixCode vb(bkv, dv), pk(1, bkv);
+              for (int j = 0; j < bkv; ++j) {
+                pk(0, j) = pc(0, key_at(j));
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + key_at(j), c);
+              }
+              const MatrixCode r = mma::gemm(*pv, {pk, vb, c_bits});
               for (int c = 0; c < dv; ++c) o[std::size_t(c)] = std::bit_cast<float>(r(0, c));
               continue;
             }
             const int interval = pl.accumulation.mmas_per_flush > 0 ? pl.accumulation.mmas_per_flush * pv->atom.k : bkv;
             for (int j0 = 0; j0 < bkv; j0 += interval) {
               const int width = std::min(interval, bkv - j0);
-              MatrixCode vb(width, dv);
-              for (int j = 0; j < width; ++j)
-                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + j0 + j, c);
-              const MatrixCode pa = pc.middleCols(j0, width);
+              MatrixCode vb(width, dv), pa(1, width);
+              for (int j = 0; j < width; ++j) {
+                pa(0, j) = pc(0, key_at(j0 + j));
+                for (int c = 0; c < dv; ++c) vb(j, c) = v_code(first + key_at(j0 + j), c);
+              }
               MatrixCode sa, sb;
               if (pv->atom.block_scaled()) {
                 sa = ps.middleCols(j0 / p_block, width / p_block);

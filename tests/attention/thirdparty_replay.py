@@ -9,7 +9,7 @@ the kernel's preset on them, and the output and LSE it writes must have the sha2
 (every code, every LSE bit). The inputs as each kernel reads them: fp16 or bf16 (sdpa-flash, in the
 set's format), bf16 (fa3-bf16), E4M3 codes with descales per (batch, KV head) (fa3-fp8: made by
 capture.fa3_fp8_operands, whose sha256 must be the ones the kernel got), fp16 or bf16 with the K mean
-torch computed for it (sageattn2-sm90: NAME.km.npy, given as --key-mean). Where the capture keeps the
+torch computed for it (sageattn2-*: NAME.km.npy, given as --key-mean). Where the capture keeps the
 kernel's arrays (NAME.out.npy, NAME.lse.npy), `lowbit attention --against` compares them too and must
 report 0 differ. Exit 77 without numpy (or, for fa3-fp8, ml_dtypes).
 """
@@ -29,14 +29,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "experiments" / "thirdparty"))
 import capture  # noqa: E402  (the capture set's inputs, made as on the GPU machine)
 
-PRESETS = {"sdpa-flash": "sdpa-flash-{format}", "fa3-bf16": "fa3-bf16", "fa3-fp8": "fa3-fp8",
-           "sageattn2-sm90": "sageattn2-sm90", "sageattn2-sm90-per-warp": "sageattn2-sm90-per-warp"}
+PRESETS = {"sdpa-flash": "sdpa-flash-{format}", "fa3-bf16": "fa3-bf16", "fa3-fp8": "fa3-fp8"}
+PRESETS.update({kernel: kernel for kernel in capture.SAGE2_KERNELS})  # each SageAttention2 kernel is its preset
 
 
 def kernel_inputs(kernel, tensors, c, work, folder):
     """The inputs as the kernel reads them, and the options they need; or None and a problem."""
     name = c["name"]
-    if kernel.startswith("sageattn2-sm90"):  # fp16 or bf16 files: the output and the K mean follow their format
+    if kernel in capture.SAGE2_KERNELS:  # fp16 or bf16 files: the output and the K mean follow their format
         import ml_dtypes
 
         key_mean = folder / f"{name}.km.npy"
@@ -74,7 +74,7 @@ def main():
     captured = json.loads((folder / "set.json").read_text())
     kernel = captured["kernel"]
     preset_of = PRESETS[kernel]
-    if kernel == "fa3-fp8" or kernel.startswith("sageattn2-sm90"):
+    if kernel == "fa3-fp8" or kernel in capture.SAGE2_KERNELS:
         try:
             import ml_dtypes  # noqa: F401
         except ImportError:

@@ -64,6 +64,7 @@ TEST_CASE("variant family: other pipelines are refused with the stage that stops
                                                    "accumulation=in-place"}))
                  .value_or(""),
              Catch::Contains("in-place"));
+  CHECK_THAT(variant_unsupported(twin("sage2-4b", {"p-keys=registers"})).value_or(""), Catch::Contains("p-keys"));
   CHECK_FALSE(variant_unsupported(twin("sage2-4b", {})));
 }
 

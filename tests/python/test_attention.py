@@ -50,6 +50,7 @@ CASES = [  # (preset, dtype, shape, kv heads, causal, stages)
     ("sage3", "bf16", (2, 64, 64), None, False, ()),
     ("sageattn2-sm90", np.float16, (1, 4, 150, 64), 2, True, ()),
     ("sageattn2-sm90-per-warp", "bf16", (2, 130, 128), None, False, ()),
+    ("sageattn2-sm89", np.float16, (1, 4, 150, 64), 2, True, ()),
 ]
 
 

@@ -1,0 +1,152 @@
+// lowbit run --device gpu without a GPU (experiments/run/harness.hpp, "The GPU beside the
+// emulation"): the comparison of the GPU's output codes and LSE with the emulation's on given
+// results, gpu-check.json, table.md's section and the failure message written from given records,
+// and the program's refusals and its exit 77 where no GPU is visible (CUDA_VISIBLE_DEVICES empty,
+// so the path is the same on a machine with one). The GPU runs are the ctest gpu:lowbit-run-*.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "experiments/run/harness.hpp"
+#include "tests/cli_run.hpp"
+
+namespace {
+
+namespace ex = lowbit::experiments;
+using lowbit::attention::ForwardResult;
+
+// A batch-1 result of 2 heads x 3 rows x 4 columns with distinct codes and LSE values.
+ForwardResult result() {
+  ForwardResult r;
+  r.batch = 1, r.heads = 2, r.kv_heads = 2, r.tokens = 3, r.keys = 3, r.head_dim = 4, r.value_dim = 4;
+  for (std::uint32_t i = 0; i < 24; ++i) r.output_codes.push_back(0x3c00 + i);
+  for (int i = 0; i < 6; ++i) r.lse.push_back(1.5f + float(i));
+  return r;
+}
+
+const std::vector<std::string> kLabels{"h0", "h1"};
+
+ex::DeviceRecord record(const std::string& variant, const std::string& dataset, const std::string& item, ex::DeviceRun run) {
+  return {variant, dataset, item, std::move(run)};
+}
+
+}  // namespace
+
+TEST_CASE("check_device: every output code and LSE value, head by head, and the first difference") {
+  const ForwardResult emulated = result();
+  ForwardResult gpu = result();
+  const ex::DeviceRun equal = ex::check_device(gpu, emulated, kLabels);
+  CHECK(equal.ran_on == ex::kRanOnBoth);
+  REQUIRE(equal.heads.size() == 2);
+  CHECK(equal.heads[1].label == "h1");
+  CHECK(equal.totals().codes_compared == 24);
+  CHECK(equal.totals().lse_compared == 6);
+  CHECK(equal.totals().codes_differ + equal.totals().lse_differ == 0);
+  CHECK(equal.first_difference.empty());
+
+  gpu.output_codes[12 + 4 * 2 + 3] ^= 1;  // head 1, row 2, column 3
+  gpu.output_codes[12 + 4 * 2 + 1] ^= 1;  // head 1, row 2, column 1: the first
+  gpu.lse[4] = -gpu.lse[4];               // head 1, row 1
+  const ex::DeviceRun differ = ex::check_device(gpu, emulated, kLabels);
+  CHECK(differ.heads[0].codes_differ == 0);
+  CHECK(differ.heads[1].codes_differ == 2);
+  CHECK(differ.heads[1].lse_differ == 1);
+  CHECK_THAT(differ.first_difference, Catch::Contains("head h1, output row 2, column 1 (index 9 of the head's 12 codes)") &&
+                                          Catch::Contains("GPU code 0x3c14, emulated 0x3c15"));
+
+  // Only the LSE differs: it is the first difference. -0 and +0 are different bits.
+  ForwardResult lse_only = result();
+  lse_only.lse[0] = 0.0f;
+  ForwardResult zero = result();
+  zero.lse[0] = -0.0f;
+  const ex::DeviceRun signed_zero = ex::check_device(lse_only, zero, kLabels);
+  CHECK(signed_zero.totals().lse_differ == 1);
+  CHECK_THAT(signed_zero.first_difference, Catch::Contains("head h0, LSE of row 0"));
+
+  ForwardResult other = result();
+  other.output_codes.pop_back();
+  CHECK_THROWS_AS(ex::check_device(other, emulated, kLabels), std::invalid_argument);
+  CHECK_THROWS_AS(ex::check_device(gpu, emulated, {"h0"}), std::invalid_argument);
+}
+
+TEST_CASE("gpu-check.json: per variant and dataset, summed over its parts, and emulated only with its reason") {
+  const ex::DeviceRun checked = ex::check_device(result(), result(), kLabels);
+  ex::DeviceRun emulated{ex::kRanOnEmulation, "sage2-8b kernel: stage pv is 'fp32-fma:X', the kernel's 'X'", {}, "", {}, {}};
+  const std::vector<ex::DeviceRecord> records{
+      record("FP22", "smollm2", "FP22 on smollm2, layer 0", checked),
+      record("FP22", "smollm2", "FP22 on smollm2, layer 10", checked),
+      record("fp32 sums", "smollm2", "fp32 sums on smollm2, layer 0", emulated),
+  };
+  const nlohmann::json gpus = nlohmann::json::array({{{"gpu", "NVIDIA H100"}, {"gpu_arch", "sm_90"}, {"gpu_driver", "580"}}});
+  const nlohmann::ordered_json doc = ex::gpu_check_json("accumulator", true, "abc123", gpus, records);
+  CHECK(doc.at("experiment") == "accumulator");
+  CHECK(doc.at("git_sha") == "abc123");
+  CHECK(doc.at("gpus").at(0).at("gpu") == "NVIDIA H100");
+  CHECK(doc.at("passed") == true);
+  CHECK_FALSE(doc.contains("failure"));
+  REQUIRE(doc.at("evaluations").size() == 2);
+  const auto& fp22 = doc.at("evaluations").at(0);
+  CHECK(fp22.at("variant") == "FP22");
+  CHECK(fp22.at("dataset") == "smollm2");
+  CHECK(fp22.at("ran_on") == "gpu+emulation");
+  CHECK(fp22.at("work_items") == 2);
+  CHECK(fp22.at("codes_compared") == 48);
+  CHECK(fp22.at("codes_differ") == 0);
+  CHECK(fp22.at("lse_compared") == 12);
+  CHECK(fp22.at("lse_differ") == 0);
+  CHECK_FALSE(fp22.contains("reason"));
+  const auto& fp32 = doc.at("evaluations").at(1);
+  CHECK(fp32.at("ran_on") == "emulation only");
+  CHECK(fp32.at("codes_compared") == 0);
+  CHECK(fp32.at("reason") == emulated.reason);
+  const auto& totals = doc.at("totals");
+  CHECK(totals.at("work_items_checked") == 2);
+  CHECK(totals.at("work_items_emulated_only") == 1);
+  CHECK(totals.at("work_items_gpu_alone") == 0);
+  CHECK(totals.at("codes_compared") == 48);
+
+  const std::string md = ex::gpu_check_markdown(true, gpus, records);
+  CHECK_THAT(md, Catch::Contains("## GPU check") && Catch::Contains("NVIDIA H100 (sm_90, driver 580)"));
+  CHECK_THAT(md, Catch::Contains("| FP22 | smollm2 | gpu+emulation | 48 | 0 | 12 | 0 |"));
+  CHECK_THAT(md, Catch::Contains("| fp32 sums | smollm2 | emulated only: sage2-8b kernel: stage pv is 'fp32-fma:X'"));
+  CHECK_FALSE(ex::gpu_check_failure(records));
+}
+
+TEST_CASE("gpu_check_failure: the counts, and the first difference's variant, dataset, item and head") {
+  ForwardResult gpu = result();
+  gpu.output_codes[5] ^= 0x10;
+  std::vector<ex::DeviceRecord> records{
+      record("FP22", "synthetic", "FP22 on synthetic", ex::check_device(result(), result(), kLabels)),
+      record("FP22 ex2", "synthetic", "FP22 ex2 on synthetic", ex::check_device(gpu, result(), kLabels)),
+  };
+  const auto failure = ex::gpu_check_failure(records);
+  REQUIRE(failure);
+  CHECK_THAT(*failure, Catch::Contains("1 of 48 output codes and 0 of 12 LSE values") &&
+                           Catch::Contains("variant 'FP22 ex2' on synthetic (FP22 ex2 on synthetic)") &&
+                           Catch::Contains("head h0, output row 1, column 1"));
+  const nlohmann::ordered_json doc = ex::gpu_check_json("accumulator", true, "abc123", nlohmann::json::array(), records);
+  CHECK(doc.at("passed") == false);
+  CHECK(doc.at("failure") == *failure);
+  CHECK(doc.at("evaluations").at(1).at("codes_differ") == 1);
+  CHECK(doc.at("totals").at("codes_differ") == 1);
+}
+
+TEST_CASE("lowbit run --device gpu: refusals, and exit 77 where no GPU is visible") {
+  using lowbit::testing::run_command;
+  const std::string lowbit = std::string(LOWBIT_CLI) + " run accumulator --datasets synthetic --lengths 128 --heads 1 ";
+  const auto no_gpu = run_command("CUDA_VISIBLE_DEVICES= " + lowbit + "--device gpu --out " + LOWBIT_TEST_OUT + "/no-gpu");
+  CHECK(no_gpu.status == 77);
+  CHECK_THAT(no_gpu.output, Catch::Contains("lowbit run") && Catch::Contains("skipped"));
+  const auto no_check = run_command(lowbit + "--no-check --out " + LOWBIT_TEST_OUT + "/no-check");
+  CHECK(no_check.status == 2);
+  CHECK_THAT(no_check.output, Catch::Contains("--no-check") && Catch::Contains("it needs --device gpu"));
+  const auto tpu = run_command(lowbit + "--device tpu --out " + LOWBIT_TEST_OUT + "/tpu");
+  CHECK(tpu.status != 0);
+  CHECK_THAT(tpu.output, Catch::Contains("--device"));
+  const auto help = run_command(lowbit + "--help");
+  CHECK(help.status == 0);
+  CHECK_THAT(help.output, Catch::Contains("--device") && Catch::Contains("--no-check") && Catch::Contains("emulated only"));
+}
