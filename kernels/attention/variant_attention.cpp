@@ -40,6 +40,39 @@ bool block_scaled(la::Granularity g) { return g == la::Granularity::nvfp4 || g =
 
 }  // namespace
 
+std::optional<std::string> VariantLaunch::validate() const {
+  if (head_dim != 64 && head_dim != 128) return fmt::format("head_dim {}: 64 or 128", head_dim);
+  if (in_place && pv == PvInstruction::s8) return std::string("in_place with P V on s8: an s32 accumulator cannot take fp32 o");
+  const int pv_steps = pv == PvInstruction::f16 ? 4 : 2;  // k steps of a 64-key block
+  if (mmas_per_flush < 0 || mmas_per_flush > pv_steps || (mmas_per_flush > 0 && pv_steps % mmas_per_flush != 0))
+    return fmt::format("mmas_per_flush {}: 0 or a divisor of the block's {} P V k steps", mmas_per_flush, pv_steps);
+  if (batch < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
+    return fmt::format("batch {}, heads {}, kv_heads {}: positive, heads a multiple of kv_heads", batch, heads, kv_heads);
+  if (tokens < 1 || keys < 1 || tokens_padded != (tokens + 127) / 128 * 128 || keys_padded != (keys + 63) / 64 * 64)
+    return fmt::format("tokens {} (padded {}), keys {} (padded {}): padded to 128 queries and 64 keys", tokens,
+                       tokens_padded, keys, keys_padded);
+  const auto bh = std::size_t(batch) * std::size_t(heads), bg = std::size_t(batch) * std::size_t(kv_heads);
+  const auto d = std::size_t(head_dim), tq = std::size_t(tokens_padded), tk = std::size_t(keys_padded);
+  const struct {
+    const char* name;
+    std::size_t have, want;
+  } sizes[] = {
+      {"q", q.size(), bh * tq * d},
+      {"k", k.size(), bg * tk * d},
+      {"q_scale", q_scale.size(), bh * tq},
+      {"k_scale", k_scale.size(), bg * tk},
+      {"q_means", q_means.size(), smooth_q ? bh * (tq / 128) * d : 0},
+      {"k_smoothed", k_smoothed.size(), smooth_q ? bg * std::size_t(keys) * d : 0},
+      {"v", v.size(), bg * tk * d},
+      {"v_scale", v_scale.size(), bg * d},
+      {"v_mean", v_mean.size(), smooth_v ? bg * d : 0},
+      {"lse_bias", lse_bias.size(), bh * std::size_t(tokens)},
+  };
+  for (const auto& s : sizes)
+    if (s.have != s.want) return fmt::format("{}: {} values, the shapes need {}", s.name, s.have, s.want);
+  return std::nullopt;
+}
+
 std::optional<std::string> variant_unsupported(const la::Pipeline& pl) {
   if (pl.arch != "sm_90")
     return fmt::format("arch {}: the GPU runs sm_90's arithmetic; compare the Hopper twin (--set arch=sm_90)", pl.arch);

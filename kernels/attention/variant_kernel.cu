@@ -330,8 +330,7 @@ using Kernel = void (*)(Params);
 
 template <QkInstruction Qk, PvInstruction Pv, int D>
 Kernel pick_accumulation(bool in_place) {
-  if constexpr (Pv == PvInstruction::s8) {  // an s32 accumulator cannot take fp32 o
-    if (in_place) throw std::invalid_argument("variant attention: P V on s8 accumulates two-level only");
+  if constexpr (Pv == PvInstruction::s8) {  // two-level only (validate)
     return variant_attention<Qk, Pv, D, false>;
   } else {
     return in_place ? variant_attention<Qk, Pv, D, true> : variant_attention<Qk, Pv, D, false>;
@@ -339,9 +338,7 @@ Kernel pick_accumulation(bool in_place) {
 }
 template <QkInstruction Qk, PvInstruction Pv>
 Kernel pick_dim(int head_dim, bool in_place) {
-  if (head_dim == 64) return pick_accumulation<Qk, Pv, 64>(in_place);
-  if (head_dim == 128) return pick_accumulation<Qk, Pv, 128>(in_place);
-  throw std::invalid_argument("variant attention: head dimension " + std::to_string(head_dim) + " (64 or 128)");
+  return head_dim == 64 ? pick_accumulation<Qk, Pv, 64>(in_place) : pick_accumulation<Qk, Pv, 128>(in_place);  // (validate)
 }
 template <QkInstruction Qk>
 Kernel pick_pv(PvInstruction pv, int head_dim, bool in_place) {
@@ -361,6 +358,7 @@ Kernel pick(const VariantLaunch& l) {
 }  // namespace
 
 VariantOutput run_variant(const VariantLaunch& l) {
+  if (auto why = l.validate()) throw std::invalid_argument("variant attention launch: " + *why);
   const Kernel kernel = pick(l);
   DeviceBuffers d;
   const std::size_t rows = std::size_t(l.batch) * std::size_t(l.heads) * std::size_t(l.tokens);

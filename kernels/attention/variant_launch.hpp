@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "emulation/attention/kernel_steps.hpp"
@@ -42,6 +44,9 @@ struct VariantLaunch {
   std::vector<float> v_scale;       // [bg][head_dim]
   std::vector<float> v_mean;        // smooth_v: [bg][head_dim]
   std::vector<float> lse_bias;      // [bh][tokens]
+
+  // Why the kernel cannot run this launch (a choice it has no instance for, shapes, operand sizes), or nothing.
+  std::optional<std::string> validate() const;
 };
 
 struct VariantOutput {
@@ -49,7 +54,8 @@ struct VariantOutput {
   std::vector<float> lse;     // [bh][tokens]
 };
 
-// Runs the kernel on the first GPU. Throws std::runtime_error naming the CUDA call that failed.
+// Runs the kernel on the first GPU. Throws std::invalid_argument with validate()'s reason before any CUDA
+// call, std::runtime_error naming the CUDA call that failed.
 VariantOutput run_variant(const VariantLaunch& launch);
 
 }  // namespace lowbit::kernels::attention

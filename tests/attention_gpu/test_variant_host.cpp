@@ -1,6 +1,6 @@
 // The sage2-4b kernel family's host side without a GPU: which experiment variants (their Hopper
-// twins) it runs and why not the others, refusals before any CUDA call, and
-// attention::prepare_operands against the operands forward() keeps.
+// twins) it runs and why not the others, refusals before any CUDA call (the launch record's
+// validate included), and attention::prepare_operands against the operands forward() keeps.
 #include <catch2/catch.hpp>
 
 #include <bit>
@@ -9,6 +9,7 @@
 
 #include "emulation/attention/forward_operands.hpp"
 #include "kernels/attention/variant_attention.hpp"
+#include "kernels/attention/variant_launch.hpp"
 #include "numerics/synthetic.hpp"
 #include "tests/attention_gpu/sage2_4b_variants.hpp"
 
@@ -117,4 +118,43 @@ TEST_CASE("prepare_operands: refuses as forward does") {
   const attention::Pipeline p = attention::preset("sage2-4b", 64);
   CHECK_THROWS_AS(attention::prepare_operands(p, q, k, v), std::invalid_argument);
   CHECK_THROWS_WITH(attention::prepare_operands(p, q, k, v), Catch::Contains("do not divide"));
+}
+
+TEST_CASE("VariantLaunch: validate names the choice or the operand that does not fit") {
+  using kernels::attention::PvInstruction;
+  using kernels::attention::VariantLaunch;
+  VariantLaunch l;
+  l.head_dim = 64;
+  l.batch = 1;
+  l.heads = 2;
+  l.kv_heads = 1;
+  l.tokens = 130;
+  l.keys = 70;
+  l.tokens_padded = 256;
+  l.keys_padded = 128;
+  l.q.resize(2 * 256 * 64);
+  l.k.resize(128 * 64);
+  l.q_scale.resize(2 * 256);
+  l.k_scale.resize(128);
+  l.v.resize(128 * 64);
+  l.v_scale.resize(64);
+  l.lse_bias.resize(2 * 130);
+  CHECK_FALSE(l.validate());
+  VariantLaunch bad = l;
+  bad.head_dim = 96;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("head_dim 96"));
+  bad = l;
+  bad.pv = PvInstruction::s8;
+  bad.in_place = true;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("in_place"));
+  bad = l;
+  bad.mmas_per_flush = 3;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("mmas_per_flush 3"));
+  bad = l;
+  bad.keys_padded = 64;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("keys 70 (padded 64)"));
+  bad = l;
+  bad.smooth_q = true;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("q_means: 0 values"));
+  CHECK_THROWS_WITH(kernels::attention::run_variant(bad), Catch::Contains("q_means"));
 }
