@@ -1,5 +1,5 @@
 // forward(): the tiled pass of pipeline.hpp. Per (batch, KV head) the K and V operands are prepared
-// once (forward_operands.hpp), then every Q head of the group and every block of block_q queries
+// once (forward_operands.hpp's prepare_group, which prepare_operands also runs), then every Q head of the group and every block of block_q queries
 // runs on its own (a thread block of the kernel), in parallel.
 #include <algorithm>
 #include <atomic>
@@ -20,7 +20,6 @@
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
 #include "emulation/mma/gemm.hpp"
-#include "numerics/nonfinite.hpp"
 #include "numerics/parallel.hpp"
 
 namespace lowbit::attention {
@@ -28,8 +27,6 @@ using namespace detail;  // the operands (forward_operands.hpp)
 namespace {
 
 constexpr float kNegInf = steps::kNegativeInfinity;
-
-int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 // ---- the integer QK^T: exact s32 sums, as every integer MMA computes them --------------------------
 
@@ -50,17 +47,6 @@ LOWBIT_ATTENTION_CLONES void integer_products(const std::int16_t* a, int rows, c
       for (int i = 0; i < depth; ++i) sum += std::int32_t(x[i]) * std::int32_t(y[i]);
       out[std::ptrdiff_t(r) * cols + c] = sum;
     }
-}
-
-// NaN/Inf: how many, and where the first is, as [batch, head, token, channel].
-void check_finite(const Tensor4& t, const std::string& name) {
-  const auto r = scan_nonfinite(std::span<const float>(t.values));
-  if (!r.any()) return;
-  const std::size_t i = r.first_index, d = std::size_t(t.dim), tokens = std::size_t(t.tokens), heads = std::size_t(t.heads);
-  throw std::invalid_argument(fmt::format(
-      "{}: {} non-finite value{} ({} NaN, {} Inf), the first at [{}, {}, {}, {}] ({}); attention inputs must be finite",
-      name, r.count(), r.count() == 1 ? "" : "s", r.nan_count, r.inf_count, i / d / tokens / heads, i / d / tokens % heads,
-      i / d % tokens, i % d, r.first_is_nan ? "NaN" : "Inf"));
 }
 
 // c + a . b as a chain of fp32 fmas (compiled for FMA where the CPU has it: one instruction
@@ -476,82 +462,15 @@ Tensor4 ForwardResult::rounded_output() const {
 
 ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, const Tensor4& v,
                       const ForwardOptions& options) {
-  // Shapes.
-  const auto fail = [](const std::string& why) { throw std::invalid_argument(why); };
-  const auto shape_of = [](const std::string& name, const Tensor4& t) { return name + " " + t.shape_text(); };
-  for (const auto& [t, name] : {std::pair{&q, &options.q_name}, std::pair{&k, &options.k_name}, std::pair{&v, &options.v_name}})
-    if (t->size() == 0 || t->size() != Tensor4::count(t->batch, t->heads, t->tokens, t->dim))
-      fail(*name + ": empty, or holds " + std::to_string(t->size()) + " values for its shape " + t->shape_text());
-  if (k.batch != q.batch || v.batch != q.batch)
-    fail("batch sizes differ: " + shape_of(options.q_name, q) + ", " + shape_of(options.k_name, k) + ", " +
-         shape_of(options.v_name, v));
-  if (k.heads != v.heads)
-    fail("head counts differ: " + shape_of(options.k_name, k) + ", " + shape_of(options.v_name, v));
-  if (q.heads % k.heads != 0)
-    fail(fmt::format("{} has {} heads, which {} heads of K and V do not divide (GQA: {}, {})", options.q_name, q.heads,
-                     k.heads, shape_of(options.k_name, k), shape_of(options.v_name, v)));
-  if (k.tokens != v.tokens)
-    fail("token counts differ: " + shape_of(options.k_name, k) + ", " + shape_of(options.v_name, v));
-  if (q.dim != k.dim)
-    fail("head dimensions differ: " + shape_of(options.q_name, q) + ", " + shape_of(options.k_name, k));
-  if (auto why = pl.validate(q.dim, v.dim)) fail("pipeline " + pl.name + ": " + *why);
-  if (pl.tiling.kv_block(options.causal) != pl.tiling.block_kv) {  // the kernel's causal tile
-    Pipeline tiled = pl;
-    tiled.tiling.block_kv = pl.tiling.kv_block(options.causal);
-    tiled.tiling.block_kv_causal = 0;
-    return forward(tiled, q, k, v, options);
-  }
-  if (!options.descales.empty()) {
-    const auto n = std::size_t(3) * std::size_t(q.batch) * std::size_t(k.heads);
-    const std::string& name = options.descales_name;
-    if (pl.softmax != Softmax::flash3) fail(name + ": descales are FlashAttention-3's (softmax=flash3)");
-    if (pl.descale.q != 1.0f || pl.descale.k != 1.0f || pl.descale.v != 1.0f)
-      fail(name + ": descales given twice, per (batch, KV head) and as the descale stage");
-    if (options.descales.size() != n)
-      fail(fmt::format("{}: {} values; FlashAttention-3 takes [3, batch, kv_heads] = [3, {}, {}] ({})", name,
-                       options.descales.size(), q.batch, k.heads, n));
-    for (const auto* op : {&pl.q, &pl.k, &pl.v})
-      if (op->granularity != Granularity::none)
-        fail(name + ": descales scale E4M3 values as they are: set Q, K and V to granularity none (q=e4m3:none, "
-             "k=e4m3:none, v=e4m3:none)");
-    for (std::size_t i = 0; i < n; ++i)
-      if (!(options.descales[i] > 0.0f) || !std::isfinite(options.descales[i]))
-        fail(fmt::format("{}: value {} at [{}, {}, {}] is not a finite positive number", name, options.descales[i],
-                         i / (n / 3), i % (n / 3) / std::size_t(k.heads), i % std::size_t(k.heads)));
-  }
-  if (!options.key_means.empty()) {
-    const std::string& name = options.key_means_name;
-    const auto n = std::size_t(q.batch) * std::size_t(k.heads) * std::size_t(k.dim);
-    if (!pl.smoothing.k) fail(name + ": a K mean replaces the one K smoothing takes; the pipeline has smooth-k=off");
-    if (options.key_means.size() != n)
-      fail(fmt::format("{}: {} values; K's mean is [batch, kv_heads, head_dim] = [{}, {}, {}] ({})", name,
-                       options.key_means.size(), q.batch, k.heads, k.dim, n));
-    for (std::size_t i = 0; i < n; ++i)
-      if (!std::isfinite(options.key_means[i]))
-        fail(fmt::format("{}: value {} at [{}, {}, {}] is not finite", name, options.key_means[i],
-                         i / (n / std::size_t(q.batch)), i / std::size_t(k.dim) % std::size_t(k.heads), i % std::size_t(k.dim)));
-  }
-  check_finite(q, options.q_name);
-  check_finite(k, options.k_name);
-  check_finite(v, options.v_name);
-
+  check_arguments(pl, q, k, v, options);
+  if (pl.tiling.kv_block(options.causal) != pl.tiling.block_kv)  // the kernel's causal tile
+    return forward(tiled_pipeline(pl, options.causal), q, k, v, options);
   const bool flash2 = pl.softmax == Softmax::flash2;
   if (flash2 && !options.split_pass()) {
     const int splits = flash2::split_count(q.batch, q.heads, k.heads, q.tokens, k.tokens, q.dim, pl.tiling.sms);
     if (splits > 1) return flash2::split_forward(pl, q, k, v, options, splits);
   }
-  Context cx{pl, {}, options.causal, pl.causal_align == CausalAlign::bottom_right ? k.tokens - q.tokens : 0,
-             flash2 ? flash2::softmax_scale_log2(q.dim) : steps::softmax_scale_log2(q.dim), flash2::softmax_scale(q.dim),
-             options.kv_block_begin, options.kv_block_end,
-             pl.qk.on_values(), false, pl.pv.on_values(),
-             std::nullopt, std::nullopt, std::nullopt, std::nullopt};
-  if (pl.qk.has_instruction()) cx.qk = pl.qk_instruction();
-  if (pl.pv.has_instruction()) cx.pv = pl.pv_instruction(v.dim);
-  if (pl.qk.wide()) cx.qk_wide.emplace(*cx.qk);
-  if (pl.pv.wide()) cx.pv_wide.emplace(*cx.pv);
-  cx.qk_integer = !cx.qk_values && cx.qk->atom.d == formats::s32;
-  cx.shape = {q.tokens, k.tokens, q.dim, v.dim, round_up(q.tokens, pl.tiling.block_q),
-              round_up(k.tokens, pl.tiling.block_kv), pl.qk_depth(q.dim)};
+  const Context cx = make_context(pl, q, k, v, options);
 
   ForwardResult result;
   result.batch = q.batch;
@@ -575,20 +494,9 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   const int q_blocks = cx.shape.tokens_padded / pl.tiling.block_q;
   for (int b = 0; b < q.batch; ++b)
     for (int g = 0; g < k.heads; ++g) {
-      std::vector<MatrixF> qs;
-      for (int h = g * group; h < (g + 1) * group; ++h) qs.push_back(q.head(b, h));
-      MatrixF kh = k.head(b, g);
-      transform_qk(pl, qs, kh);
-      const float* key_mean = options.key_means.empty() ? nullptr
-                              : options.key_means.data() + (std::size_t(b) * std::size_t(k.heads) + std::size_t(g)) * std::size_t(k.dim);
-      PreparedKv kv = prepare_kv(cx, kh, v.head(b, g), key_mean);
-      kv.descale = pl.descale;
-      if (!options.descales.empty()) {
-        const std::size_t at = std::size_t(b) * std::size_t(k.heads) + std::size_t(g), n = options.descales.size() / 3;
-        kv.descale = {options.descales[at], options.descales[n + at], options.descales[2 * n + at]};
-      }
-      std::vector<PreparedQ> pqs(static_cast<std::size_t>(group));
-      parallel_for(std::size_t(group), options.threads, [&](std::size_t i, unsigned) { pqs[i] = prepare_q(cx, qs[i], kv.k.mean); });
+      PreparedGroup prepared = prepare_group(cx, q, k, v, options, b, g);
+      const PreparedKv& kv = prepared.kv;
+      std::vector<PreparedQ>& pqs = prepared.q;
       parallel_for(std::size_t(group) * std::size_t(q_blocks), options.threads, [&](std::size_t item, unsigned) {
         const int i = int(item) / q_blocks, block = int(item) % q_blocks, h = g * group + i;
         const std::size_t head = std::size_t(b) * std::size_t(q.heads) + std::size_t(h);
@@ -605,9 +513,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
     }
 
   result.macs = macs;
-  result.output_codes.resize(result.output.size());
-  encode(pl.output, std::span<const float>(result.output), std::span<Code>(result.output_codes),
-         {Rounding::nearest_even, Overflow::inf});
+  round_output(result);
   return result;
 }
 

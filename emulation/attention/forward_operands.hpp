@@ -1,9 +1,17 @@
-// The operands of forward() (forward.cpp, its only includer): per (batch, KV head), K and V are
-// smoothed, quantized and laid out once as the products read them (prepare_kv); per Q head, Q with
-// its per-token factors (prepare_q). transform_qk first applies the pipeline's rotation or
-// migration to Q and K together. The loop over blocks that reads them is forward.cpp's.
+// The operands of forward(): per (batch, KV head), K and V are smoothed, quantized and laid out once
+// as the products read them (prepare_kv); per Q head, Q with its per-token factors (prepare_q).
+// transform_qk first applies the pipeline's rotation or migration to Q and K together;
+// prepare_group does all three for one (batch, KV head). The loop over blocks that reads them is
+// forward.cpp's.
+//
+// prepare_operands() is the same preparation as a public entry, for a kernel that runs the blocks
+// itself (kernels/attention/variant_attention.hpp): it checks its arguments as forward() does
+// (check_arguments, the same std::invalid_argument), applies the causal tile as forward() does, and
+// returns every group's operands, forward()'s very values (one code path: forward() calls
+// prepare_group too). Its K and V hold all keys (no split-KV pass).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -72,4 +80,36 @@ void transform_qk(const Pipeline& pl, std::vector<MatrixF>& qs, MatrixF& k);
 PreparedKv prepare_kv(const Context& cx, const MatrixF& k_in, const MatrixF& v_in, const float* key_mean);
 PreparedQ prepare_q(const Context& cx, const MatrixF& q_in, const std::vector<float>& k_mean);
 
+// forward()'s checks of its arguments: shapes, the pipeline's validate(), descales, key means, NaN/Inf.
+// Throws std::invalid_argument naming the input.
+void check_arguments(const Pipeline& pl, const Tensor4& q, const Tensor4& k, const Tensor4& v, const ForwardOptions& options);
+// The pipeline with its causal tile (TilingStage::kv_block) as block_kv.
+Pipeline tiled_pipeline(const Pipeline& pl, bool causal);
+// The shapes, instructions and scales of a pass (arguments checked, the causal tile applied).
+Context make_context(const Pipeline& pl, const Tensor4& q, const Tensor4& k, const Tensor4& v, const ForwardOptions& options);
+
+// One (batch b, KV head g): K and V, and the group's Q heads in order (on options.threads threads).
+struct PreparedGroup {
+  PreparedKv kv;
+  std::vector<PreparedQ> q;
+};
+PreparedGroup prepare_group(const Context& cx, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                            const ForwardOptions& options, int b, int g);
+
+// output_codes: output rounded to output_format (nearest even, overflow to Inf), as forward() writes them.
+void round_output(ForwardResult& result);
+
 }  // namespace lowbit::attention::detail
+
+namespace lowbit::attention {
+
+struct PreparedOperands {
+  std::unique_ptr<const Pipeline> pipeline;  // as run: the causal tile applied (context refers to it)
+  detail::Context context;
+  std::vector<detail::PreparedGroup> groups;  // [batch * kv_heads]
+};
+// Every operand forward(pipeline, q, k, v, options) prepares (see above). Throws as forward().
+PreparedOperands prepare_operands(const Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                                  const ForwardOptions& options = {});
+
+}  // namespace lowbit::attention
