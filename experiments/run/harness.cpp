@@ -383,8 +383,8 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
   app.add_option("--device", o.device,
                  "cpu: every variant emulated; gpu: every variant on Q, K, V rounded to fp16 (the kernels' inputs; the "
                  "float64 reference stays the dataset's), and each variant a kernel computes bit for bit "
-                 "(kernels/attention/gpu_forward.hpp: sage2-8b and sage2-8b-ex2, every stage the preset's, d = 64 or 128, "
-                 "no more queries than keys) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
+                 "(kernels/attention/gpu_forward.hpp: sage2-8b and sage2-8b-ex2, every stage the preset's; the sage2-4b "
+                 "family's variants, an Ada pipeline as its Hopper twin, arch=sm_90; d = 64 or 128) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
                  "LSE value compared with the emulation's, gpu-check.json and a table in table.md; exits 1 after writing "
                  "them if any differ, 77 where there is no GPU. Variants no kernel computes run emulated, 'emulated only: "
                  "REASON'")
@@ -503,19 +503,35 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
   attention::ForwardOptions on_gpu = options;
   if (o.check) on_gpu.keep_operands = false;
   const std::string gpu = "the GPU's " + pipeline.name;
-  if (const std::optional<std::string> why = ka::gpu_unsupported(pipeline, q, k, v, on_gpu)) {
+  // A pipeline of another architecture (the papers' Ada presets) runs on Hopper as its Hopper twin: the
+  // same stages with sm_90's instruction models, which is what the GPU computes; that twin is checked
+  // against its own emulation, and the variant's emulated metrics stay those of its own architecture.
+  attention::Pipeline on_hopper = pipeline;
+  std::string twin;
+  std::optional<std::string> why = ka::gpu_unsupported(pipeline, q, k, v, on_gpu);
+  if (why && pipeline.arch != on_hopper.arch) {
+    attention::Pipeline hopper = pipeline;
+    hopper.arch = attention::Pipeline{}.arch;
+    if (!hopper.validate(q.dim, v.dim) && !ka::gpu_unsupported(hopper, q, k, v, on_gpu)) {
+      on_hopper = hopper;
+      twin = fmt::format("its Hopper twin: arch={} (the variant's {} emulated beside)", hopper.arch, pipeline.arch);
+      why.reset();
+    }
+  }
+  if (why) {
     Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
     e.device = DeviceRun{kRanOnEmulation, *why, {}, "", {}, {}};
     return e;
   }
   if (!o.check) {
-    Evaluation e = metrics_of(ka::gpu_forward(pipeline, q, k, v, on_gpu), gpu, d, reference);
-    e.device = DeviceRun{kRanOnGpu, "", {}, "", {}, {}};
+    Evaluation e = metrics_of(ka::gpu_forward(on_hopper, q, k, v, on_gpu), gpu, d, reference);
+    e.device = DeviceRun{kRanOnGpu, twin, {}, "", {}, {}};
     return e;
   }
   Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
-  attention::ForwardResult g = ka::gpu_forward(pipeline, q, k, v, on_gpu);
-  DeviceRun run = check_device(g, e.forward, d.head_labels);
+  attention::ForwardResult g = ka::gpu_forward(on_hopper, q, k, v, on_gpu);
+  DeviceRun run = check_device(g, twin.empty() ? e.forward : attention::forward(on_hopper, q, k, v, on_gpu), d.head_labels);
+  run.reason = twin;
   Evaluation ge = metrics_of(std::move(g), gpu, d, reference);
   run.gpu = std::move(ge.heads);
   run.gpu_histogram = ge.histogram;
@@ -649,7 +665,7 @@ nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check,
     row["codes_differ"] = r.totals.codes_differ;
     row["lse_compared"] = r.totals.lse_compared;
     row["lse_differ"] = r.totals.lse_differ;
-    if (r.ran_on == kRanOnEmulation) row["reason"] = r.reason;
+    if (!r.reason.empty()) row["reason"] = r.reason;  // emulated only: why; on the GPU: as which twin
     if (!r.first_difference.empty()) row["first_difference"] = r.first_difference;
     rows.push_back(row);
     (r.ran_on == kRanOnBoth ? both : r.ran_on == kRanOnGpu ? alone : emulated) += std::uint64_t(r.items);
@@ -681,7 +697,9 @@ std::string gpu_check_markdown(bool check, const nlohmann::json& gpus, const std
               "compared.");
   md += "| variant | dataset | ran on | output codes compared | differ | LSE values compared | differ |\n|---|---|---|---|---|---|---|\n";
   for (const DeviceRow& r : device_rows(records)) {
-    const std::string where = r.ran_on == kRanOnEmulation ? "emulated only: " + r.reason : r.ran_on;
+    const std::string where = r.ran_on == kRanOnEmulation ? "emulated only: " + r.reason
+                              : r.reason.empty()          ? r.ran_on
+                                                          : r.ran_on + ", " + r.reason;
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(r.variant), markdown_cell(r.dataset),
                       markdown_cell(where), r.totals.codes_compared, r.totals.codes_differ, r.totals.lse_compared,
                       r.totals.lse_differ);

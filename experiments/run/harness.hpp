@@ -209,7 +209,7 @@ struct HeadCheck {
 // Where one evaluation ran under --device gpu, and what the GPU gave.
 struct DeviceRun {
   std::string ran_on;            // kRanOnBoth, kRanOnGpu, kRanOnEmulation
-  std::string reason;            // emulation only: why no kernel computes it
+  std::string reason;            // emulation only: why no kernel computes it; on the GPU, an Ada pipeline's Hopper twin
   std::vector<HeadCheck> heads;  // gpu+emulation: every head compared
   std::string first_difference;  // gpu+emulation: the first differing output code (else LSE value); "" when none
   std::vector<HeadError> gpu;    // gpu+emulation: the GPU's output against the reference

@@ -10,6 +10,7 @@
 
 #include "emulation/convert.hpp"
 #include "kernels/attention/sage2_attention.hpp"
+#include "kernels/attention/variant_attention.hpp"
 
 namespace lowbit::kernels::attention {
 namespace {
@@ -189,11 +190,24 @@ la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const T
   return out;
 }
 
+// ---- the sage2-4b family (variant_attention.hpp) -------------------------------------------------
+
+std::optional<std::string> variant_family_unsupported(const la::Pipeline& p, const Tensor4& q, const Tensor4&,
+                                                      const Tensor4& v, const la::ForwardOptions& o) {
+  if (auto why = variant_unsupported(p)) return why;
+  if ((q.dim != 64 && q.dim != 128) || v.dim != q.dim)
+    return fmt::format("head dimension 64 or 128 and V's the same, not {} and {}", q.dim, v.dim);
+  if (o.split_pass() || !o.descales.empty() || !o.key_means.empty())
+    return std::string("no split-KV pass, descales or given K means (its host side quantizes as the pipeline says)");
+  return std::nullopt;
+}
+
 // The families in the order tried. Another family joins with one entry here (its unsupported and
 // forward of the same signatures).
 const std::vector<KernelFamily>& kernel_families() {
   static const std::vector<KernelFamily> families{
       {"sage2-8b", sage2_unsupported, sage2_forward},
+      {"sage2-4b family", variant_family_unsupported, variant_forward},
   };
   return families;
 }

@@ -143,3 +143,26 @@ TEST_CASE("fewer queries than keys: the emulated window equals the first rows of
           CHECK(lse_differ == 0);
         }
 }
+
+TEST_CASE("gpu_unsupported: the sage2-4b family runs the Hopper twins of the experiments' Ada pipelines") {
+  const Tensor4 q = inputs(4, 200, 64, 1), k = inputs(2, 200, 64, 2), v = inputs(2, 200, 64, 3);
+  // The preset is Ada's (arch sm_89): no kernel here computes its instructions' arithmetic.
+  const auto ada = gpu_unsupported(la::preset("sage2-4b", 64), q, k, v, kOptions);
+  REQUIRE(ada);
+  CHECK_THAT(*ada, Catch::Contains("sage2-4b family kernel"));
+  // Its Hopper twin, and the twins of variants the experiments run (lowbit run's --device gpu checks these).
+  for (std::initializer_list<const char*> sets :
+       {std::initializer_list<const char*>{"arch=sm_90"}, {"arch=sm_90", "smooth-q=off", "smooth-k=off"},
+        {"arch=sm_90", "p=e5m2:448", "v=e5m2:per-channel", "pv=mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e5m2.f32"},
+        {"arch=sm_90", "accumulation=in-place"}}) {
+    const la::Pipeline twin = with("sage2-4b", 64, sets);
+    const auto why = gpu_unsupported(twin, q, k, v, kOptions);
+    CHECK_FALSE(why);
+    if (why) FAIL(*why);
+  }
+  // A head dimension the family has no tiles for is refused, with the reason.
+  const Tensor4 q80 = inputs(2, 100, 80, 1), k80 = inputs(2, 100, 80, 2), v80 = inputs(2, 100, 80, 3);
+  const auto d80 = gpu_unsupported(with("sage2-4b", 80, {"arch=sm_90"}), q80, k80, v80, kOptions);
+  REQUIRE(d80);
+  CHECK_THAT(*d80, Catch::Contains("64 or 128"));
+}
