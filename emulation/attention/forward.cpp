@@ -454,6 +454,19 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
 
 }  // namespace
 
+ForwardResult ForwardResult::shaped(const Tensor4& q, const Tensor4& k, const Tensor4& v, const Format& output_format) {
+  ForwardResult r;
+  r.batch = q.batch;
+  r.heads = q.heads;
+  r.kv_heads = k.heads;
+  r.tokens = q.tokens;
+  r.keys = k.tokens;
+  r.head_dim = q.dim;
+  r.value_dim = v.dim;
+  r.output_format = output_format;
+  return r;
+}
+
 Tensor4 ForwardResult::rounded_output() const {
   Tensor4 t(batch, heads, tokens, value_dim);
   for (std::size_t i = 0; i < output_codes.size(); ++i) t.values[i] = float(decode(output_format, output_codes[i]));
@@ -472,15 +485,7 @@ ForwardResult forward(const Pipeline& pl, const Tensor4& q, const Tensor4& k, co
   }
   const Context cx = make_context(pl, q, k, v, options);
 
-  ForwardResult result;
-  result.batch = q.batch;
-  result.heads = q.heads;
-  result.kv_heads = k.heads;
-  result.tokens = q.tokens;
-  result.keys = k.tokens;
-  result.head_dim = q.dim;
-  result.value_dim = v.dim;
-  result.output_format = pl.output;
+  ForwardResult result = ForwardResult::shaped(q, k, v, pl.output);
   result.output.assign(std::size_t(q.batch) * std::size_t(q.heads) * std::size_t(q.tokens) * std::size_t(v.dim), 0.0f);
   result.lse.assign(std::size_t(q.batch) * std::size_t(q.heads) * std::size_t(q.tokens), 0.0f);
   if (options.keep_operands) {

@@ -351,6 +351,8 @@ struct ForwardResult {
   std::uint64_t macs = 0;
 
   Tensor4 rounded_output() const;  // output_codes' values
+  // The shape fields of q, k, v's result (the arrays left empty), its output in output_format.
+  static ForwardResult shaped(const Tensor4& q, const Tensor4& k, const Tensor4& v, const Format& output_format);
 };
 
 // Runs the pipeline. Throws std::invalid_argument naming the input for shapes that do not fit

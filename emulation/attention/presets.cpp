@@ -258,6 +258,21 @@ Pipeline fa3(bool fp8, int head_dim) {
   return p;
 }
 
+// What SageAttention2's wrapper and kernels share, on sm90 and sm89 alike: K minus torch's half k.mean()
+// (k - km in half, or in fp32 in the fused per-warp quantizer), INT8 Q and K per thread or per warp by
+// its quantizers, P offset by S_FP8_OFFSET (attn_utils.cuh) in E4M3, P V flushed once per KV block,
+// run on sm_90 (the Ada kernels too: setup.py builds them for it).
+void sageattn2_wrapper(Pipeline& p, bool per_warp) {
+  p.arch = "sm_90";
+  p.smoothing.k = true;
+  p.smoothing.key_mean_format = formats::fp16;
+  p.smoothing.key_residual_format = per_warp ? formats::fp32 : formats::fp16;
+  p.q = p.k = {formats::int8, per_warp ? Granularity::per_warp : Granularity::per_thread};
+  p.p = {formats::e4m3, PScale::static_exponent, 8.807f};
+  p.accumulation = {Accumulation::two_level, 0};
+  p.quantizers = Quantizers::sageattention2;
+}
+
 // SageAttention2's Hopper path as released: thu-ml/SageAttention d1a57a5, sageattention/core.py's
 // sageattn_qk_int8_pv_fp8_cuda_sm90 with its defaults (per_thread, smooth_k, "fp32+fp32"), the kernel
 // qk_int8_sv_f8_accum_f32_fuse_v_scale_attn_inst_buf (sage2_sm90_steps.hpp) behind the wrapper's
@@ -278,19 +293,12 @@ Pipeline sageattn2_sm90(bool per_warp) {
       (per_warp ? ". qk_quant_gran=per_warp: Q per warp (16 rows), K per 128-key block by the fused fast-math CUDA "
                   "quantizers (amax from 1e-7, x times fl(127 rcp(amax)) rounded to nearest even), K - km in fp32"
                 : "");
-  p.arch = "sm_90";
+  sageattn2_wrapper(p, per_warp);
   p.tiling = {64, 128, 4, KvOrder::ascending};
-  p.smoothing.k = true;
-  p.smoothing.key_mean_format = formats::fp16;
-  p.smoothing.key_residual_format = per_warp ? formats::fp32 : formats::fp16;  // the fused kernel subtracts in fp32
-  p.q = p.k = {formats::int8, per_warp ? Granularity::per_warp : Granularity::per_thread};
   p.v = kE4m3PerChannel;
   p.qk.instruction = kWgmmaS8;
   p.pv.instruction = kWgmmaE4m3;
-  p.p = {formats::e4m3, PScale::static_exponent, 8.807f};  // S_FP8_OFFSET of attn_utils.cuh
-  p.accumulation = {Accumulation::two_level, 0};
   p.softmax = Softmax::sage2_sm90;
-  p.quantizers = Quantizers::sageattention2;
   return p;
 }
 
@@ -315,20 +323,13 @@ Pipeline sageattn2_sm89(Sage2Ada variant) {
       "exponent's fma but the last two KV blocks' scores dequantized first, P = 2^(s - m + 8.807) in E4M3, P V on "
       "mma.sync e4m3 chained over each 64-key block in " + (fp32 ? "FP22" : "an fp16 accumulator") +
       " and flushed into the fp32 o with one FFMA, out = o rcp(l) v_scale, LSE the kernel's (log2)";
-  p.arch = "sm_90";
+  sageattn2_wrapper(p, per_warp);
   p.tiling = {128, 64, 4, KvOrder::ascending};
-  p.smoothing.k = true;
-  p.smoothing.key_mean_format = formats::fp16;
-  p.smoothing.key_residual_format = per_warp ? formats::fp32 : formats::fp16;  // the fused kernel subtracts in fp32
-  p.q = p.k = {formats::int8, per_warp ? Granularity::per_warp : Granularity::per_thread};
   p.v = fp32 ? kE4m3PerChannel : OperandStage{formats::e4m3, Granularity::per_channel, 2.25};  // core.py's quant_v_scale_max
   p.qk.instruction = kImmaS8;
   p.pv.instruction = fp32 ? kFp8MmaF32 : kFp8MmaF16;
   p.p_keys = PKeys::registers;  // RS_32_to_8: P stays in registers
-  p.p = {formats::e4m3, PScale::static_exponent, 8.807f};  // S_FP8_OFFSET of attn_utils.cuh
-  p.accumulation = {Accumulation::two_level, 0};
   p.softmax = Softmax::sage2_sm89;
-  p.quantizers = Quantizers::sageattention2;
   return p;
 }
 

@@ -165,15 +165,7 @@ la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const T
     return c;
   };
   const Sage2HostResult r = sage2_attention_host(problem, codes(q), codes(k), codes(v));
-  la::ForwardResult out;
-  out.batch = q.batch;
-  out.heads = q.heads;
-  out.kv_heads = k.heads;
-  out.tokens = q.tokens;
-  out.keys = k.tokens;
-  out.head_dim = q.dim;
-  out.value_dim = v.dim;
-  out.output_format = f;
+  la::ForwardResult out = la::ForwardResult::shaped(q, k, v, f);
   // The first q.tokens rows of each (batch, Q head).
   const std::size_t heads = std::size_t(q.batch) * std::size_t(q.heads);
   out.lse.resize(heads * rows);

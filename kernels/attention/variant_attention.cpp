@@ -172,15 +172,7 @@ la::ForwardResult variant_forward(const la::Pipeline& pl, const Tensor4& q, cons
 
   VariantOutput out = run_variant(l);
 
-  la::ForwardResult result;
-  result.batch = q.batch;
-  result.heads = q.heads;
-  result.kv_heads = k.heads;
-  result.tokens = q.tokens;
-  result.keys = k.tokens;
-  result.head_dim = q.dim;
-  result.value_dim = v.dim;
-  result.output_format = pl.output;
+  la::ForwardResult result = la::ForwardResult::shaped(q, k, v, pl.output);
   result.output = std::move(out.output);
   result.lse = std::move(out.lse);
   la::detail::round_output(result);
