@@ -226,9 +226,11 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
     return kb >= kv_begin && kb < kv_end &&  // not another split's
            first_key < sh.keys && !(cx.causal && first_key > last_row + cx.causal_offset);  // not every key masked
   };
-  int last_block_run = -1;
-  for (int step = 0; step < kv_blocks; ++step)
-    if (runs(block_of_step(step))) last_block_run = block_of_step(step);
+  // SageAttention2's kernels run the KV blocks up to their query tile's end, its padded rows included
+  // (causal: keys below min(keys, first_row + bq)): with fewer queries than keys that can be a block past
+  // the last real row's, all masked (it changes no value), but it counts among the last blocks that
+  // dequantize their scores first.
+  const int sage2_last_block = ((cx.causal ? std::min(sh.keys, first_row + bq + cx.causal_offset) : sh.keys) - 1) / bkv;
 
   for (int step = 0; step < kv_blocks; ++step) {
     const int kb = block_of_step(step);
@@ -266,7 +268,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
           put_score(r, c, accumulator_value(cx.qk->atom.d, d(r, c)), pair_scale_of(r, c));
     }
     if (sage2) {  // the kernel's last iterations dequantize the scores first (sage2_sm90_steps.hpp)
-      const bool dequantized_first = kb > last_block_run - sage2_dequantized;
+      const bool dequantized_first = kb > sage2_last_block - sage2_dequantized;
       for (int r = 0; r < rows; ++r) {
         const float q_scale = row_scale(pq.q.tensor, pl.q, first_row + r);
         for (int c = 0; c < bkv; ++c) {

@@ -195,9 +195,11 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
           float lanes[4] = {0, 0, 0, 0};
           std::vector<float> o(std::size_t(dv), 0.0f);
           const int blocks = keys_padded / bkv;
-          int last_block = -1;  // sage2: the kernel's last iteration (ascending)
+          // sage2: the kernel's last iteration (ascending), which runs its query tile's padded rows too.
+          const int tile_last_row = (qb + 1) * bq - 1;
+          int last_block = -1;
           for (int kb = 0; kb < blocks; ++kb)
-            if (kb * bkv < keys && !(causal && kb * bkv > last_row + shift)) last_block = kb;
+            if (kb * bkv < keys && !(causal && kb * bkv > tile_last_row + shift)) last_block = kb;
           for (int step = 0; step < blocks; ++step) {
             const int kb = pl.tiling.kv_order == KvOrder::ascending ? step : blocks - 1 - step;
             const int first = kb * bkv;
