@@ -15,10 +15,10 @@
 #include "emulation/attention/flash2_steps.hpp"
 #include "emulation/attention/flash3_steps.hpp"
 #include "emulation/attention/sage2_sm90_steps.hpp"
-#include "emulation/layout.hpp"
 #include "emulation/attention/forward_operands.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "emulation/convert.hpp"
+#include "emulation/layout.hpp"
 #include "emulation/mma/gemm.hpp"
 #include "numerics/parallel.hpp"
 
@@ -72,7 +72,6 @@ float accumulator_value(const Format& f, std::uint32_t bits) {
   return f == formats::fp16 ? float(decode(formats::fp16, bits)) : std::bit_cast<float>(bits);
 }
 
-// A lane's share of a row's block sum: its columns (lane_of_column) in column order, as a tree.
 // P's columns and V's rows as a kernel that keeps P in registers feeds each 32-key k step (p-keys=registers).
 void order_keys_as_registers(MatrixCode& p, MatrixCode& v) {
   static constexpr layout::AccumulatorToA8 kMap = layout::accumulator_to_a8(layout::AccumulatorToA8::kGroupColumns);
@@ -86,6 +85,7 @@ void order_keys_as_registers(MatrixCode& p, MatrixCode& v) {
     }
 }
 
+// A lane's share of a row's block sum: its columns (lane_of_column) in column order, as a tree.
 float lane_sum(const float* p, int block_kv, int lane) {
   float v[64];
   int n = 0;
