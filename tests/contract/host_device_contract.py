@@ -3,9 +3,12 @@
 
 usage: host_device_contract.py ROOT
 
-Every header of emulation/ that a source of kernels/ includes must be listed in the contract's
+Every header of emulation/ that a device source of kernels/ includes must be listed in the contract's
 table, and must define functions for host and device (LOWBIT_HD); every header the table lists
-must be included by some kernel. Prints the contract; exits 1 naming each header that breaks it.
+must be included by some kernel. The kernels' host side (.cpp files, and headers no .cu or .cuh
+includes, directly or through other headers of kernels/) may also include the host-only headers of
+the contract's second table ("## The host side"), and only from there. Prints the contract; exits 1
+naming each header that breaks it.
 """
 import pathlib
 import re
@@ -17,22 +20,42 @@ def main():
         print(__doc__, file=sys.stderr)
         return 2
     root = pathlib.Path(sys.argv[1])
-    included = {}
-    for source in sorted((root / "kernels").rglob("*")):
-        if source.suffix in (".cu", ".cuh", ".hpp", ".h", ".cpp"):
-            for header in re.findall(r'#include "(emulation/[^"]+)"', source.read_text()):
-                included.setdefault(header, []).append(str(source.relative_to(root)))
-    table = set(re.findall(r"^\| `(emulation/[^`]+)` \|", (root / "docs" / "host-device-contract.md").read_text(), re.M))
+    sources = [f for f in sorted((root / "kernels").rglob("*")) if f.suffix in (".cu", ".cuh", ".hpp", ".h", ".cpp")]
+    text = {str(f.relative_to(root)): f.read_text() for f in sources}
+    # The device side: .cu and .cuh files and every header of kernels/ they reach through includes.
+    device = {name for name in text if name.endswith((".cu", ".cuh"))}
+    frontier = list(device)
+    while frontier:
+        for header in re.findall(r'#include "(kernels/[^"]+)"', text[frontier.pop()]):
+            if header in text and header not in device:
+                device.add(header)
+                frontier.append(header)
+    included, host_included = {}, {}
+    for name, body in text.items():
+        for header in re.findall(r'#include "(emulation/[^"]+)"', body):
+            (included if name in device else host_included).setdefault(header, []).append(name)
+    doc = (root / "docs" / "host-device-contract.md").read_text()
+    device_doc, _, host_doc = doc.partition("\n## The host side")
+    row = re.compile(r"^\| `(emulation/[^`]+)` \|", re.M)
+    table, host_table = set(row.findall(device_doc)), set(row.findall(host_doc))
     problems = []
-    for header, sources in sorted(included.items()):
+    for header, users in sorted(included.items()):
         if header not in table:
-            problems.append(f"{header}: included by {', '.join(sources)}, but not in docs/host-device-contract.md's table")
+            problems.append(f"{header}: included by {', '.join(users)}, but not in docs/host-device-contract.md's table")
         if "LOWBIT_HD" not in (root / header).read_text():
-            problems.append(f"{header}: included by {', '.join(sources)}, but defines nothing for the device (LOWBIT_HD)")
+            problems.append(f"{header}: included by {', '.join(users)}, but defines nothing for the device (LOWBIT_HD)")
+    for header, users in sorted(host_included.items()):
+        if header not in table and header not in host_table:
+            problems.append(f"{header}: included by the host side ({', '.join(users)}), but in neither table of "
+                            "docs/host-device-contract.md")
     for header in sorted(table - included.keys()):
         problems.append(f"{header}: in docs/host-device-contract.md's table, but no kernel includes it")
-    for header, sources in sorted(included.items()):
-        print(f"{header}: {len(sources)} kernel source{'s' if len(sources) != 1 else ''}")
+    for header in sorted(host_table - host_included.keys()):
+        problems.append(f"{header}: in docs/host-device-contract.md's host-side table, but no host source of kernels/ includes it")
+    for header, users in sorted(included.items()):
+        print(f"{header}: {len(users)} kernel source{'s' if len(users) != 1 else ''}")
+    for header, users in sorted(host_included.items()):
+        print(f"{header}: {len(users)} host-side source{'s' if len(users) != 1 else ''} of kernels/")
     for p in problems:
         print("FAILED: " + p)
     print(f"{len(included)} contract headers, {len(problems)} problems")
