@@ -199,7 +199,10 @@ std::optional<std::string> variant_family_unsupported(const la::Pipeline& p, con
 const std::vector<KernelFamily>& kernel_families() {
   static const std::vector<KernelFamily> families{
       {"sage2-8b", sage2_unsupported, sage2_forward},
-      {"sage2-4b family", variant_family_unsupported, variant_forward},
+      {"sage2-4b family", variant_family_unsupported,
+       [](const la::Pipeline& p, const Tensor4& q, const Tensor4& k, const Tensor4& v, const la::ForwardOptions& o) {
+         return variant_forward(p, q, k, v, o);
+       }},
   };
   return families;
 }

@@ -2,6 +2,7 @@
 // emulator's operands laid out as variant_kernel.cu reads them, the output rounded as forward()).
 #include "kernels/attention/variant_attention.hpp"
 
+#include <chrono>
 #include <stdexcept>
 #include <string_view>
 
@@ -108,7 +109,8 @@ std::optional<std::string> variant_unsupported(const la::Pipeline& pl) {
 }
 
 la::ForwardResult variant_forward(const la::Pipeline& pl, const Tensor4& q, const Tensor4& k, const Tensor4& v,
-                                  const la::ForwardOptions& options) {
+                                  const la::ForwardOptions& options, VariantTiming* timing) {
+  const auto start = std::chrono::steady_clock::now();
   if (auto why = variant_unsupported(pl)) throw std::invalid_argument("pipeline " + pl.name + ": " + *why);
   if (q.dim != v.dim || (q.dim != 64 && q.dim != 128))
     throw std::invalid_argument(fmt::format("{} {}, {} {}: the family runs head dimensions 64 and 128, the value dimension "
@@ -186,6 +188,10 @@ la::ForwardResult variant_forward(const la::Pipeline& pl, const Tensor4& q, cons
       for (int i = 0; i < group; ++i)
         result.q[gi * std::size_t(group) + std::size_t(i)] = std::move(ops.groups[gi].q[std::size_t(i)].q);
     }
+  }
+  if (timing) {
+    timing->total_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    timing->kernel_ms = out.kernel_ms;
   }
   return result;
 }

@@ -28,10 +28,17 @@ namespace lowbit::kernels::attention {
 // Why the family cannot run this pipeline, or nothing.
 std::optional<std::string> variant_unsupported(const lowbit::attention::Pipeline& pipeline);
 
+// Where a variant_forward call's time went (bench_variants).
+struct VariantTiming {
+  double total_ms = 0;   // the whole call: host quantization, copies, kernel, rounding
+  double kernel_ms = 0;  // the kernel alone (CUDA events)
+};
+
 // The pipeline on the first GPU. Throws std::invalid_argument (as forward(), or the reason the family
-// cannot run it), std::runtime_error when a CUDA call fails (no GPU included).
+// cannot run it), std::runtime_error when a CUDA call fails (no GPU included). With `timing`, fills it.
 lowbit::attention::ForwardResult variant_forward(const lowbit::attention::Pipeline& pipeline, const Tensor4& q,
                                                  const Tensor4& k, const Tensor4& v,
-                                                 const lowbit::attention::ForwardOptions& options = {});
+                                                 const lowbit::attention::ForwardOptions& options = {},
+                                                 VariantTiming* timing = nullptr);
 
 }  // namespace lowbit::kernels::attention

@@ -392,10 +392,18 @@ VariantOutput run_variant(const VariantLaunch& l) {
   p.p_log2_scale = l.p_log2_scale;
   p.exp2 = l.exp2;
   const dim3 grid(unsigned(l.tokens_padded / kBlockQ), unsigned(l.batch * l.heads));
+  cudaEvent_t start, stop;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  check_cuda(cudaEventRecord(start), "cudaEventRecord");
   kernel<<<grid, kWarps * 32>>>(p);
   check_cuda(cudaGetLastError(), "variant attention launch");
+  check_cuda(cudaEventRecord(stop), "cudaEventRecord");
   check_cuda(cudaDeviceSynchronize(), "variant attention");
   VariantOutput out;
+  check_cuda(cudaEventElapsedTime(&out.kernel_ms, start, stop), "cudaEventElapsedTime");
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
   out.output.resize(rows * std::size_t(l.head_dim));
   out.lse.resize(rows);
   check_cuda(cudaMemcpy(out.output.data(), p.out, out.output.size() * sizeof(float), cudaMemcpyDeviceToHost),

@@ -52,6 +52,7 @@ struct VariantLaunch {
 struct VariantOutput {
   std::vector<float> output;  // [bh][tokens][head_dim], before rounding
   std::vector<float> lse;     // [bh][tokens]
+  float kernel_ms = 0;        // the kernel alone (CUDA events around its launch)
 };
 
 // Runs the kernel on the first GPU. Throws std::invalid_argument with validate()'s reason before any CUDA
