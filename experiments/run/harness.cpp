@@ -490,6 +490,24 @@ Tensor4 rounded_to(const Tensor4& t, const Format& f) {
 
 }  // namespace
 
+#if defined(LOWBIT_HAVE_KERNELS)
+GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                 const attention::ForwardOptions& options) {
+  namespace ka = kernels::attention;
+  GpuPlan plan{pipeline, "", ka::gpu_unsupported(pipeline, q, k, v, options)};
+  const std::string hopper_arch = attention::Pipeline{}.arch;
+  if (!plan.why || pipeline.arch == hopper_arch) return plan;
+  attention::Pipeline hopper = pipeline;
+  if (attention::set_stage(hopper, "arch=" + hopper_arch) || hopper.validate(q.dim, v.dim) ||
+      ka::gpu_unsupported(hopper, q, k, v, options))
+    return plan;
+  plan.twin = fmt::format("its Hopper twin: arch={} (the variant's {} emulated beside)", hopper_arch, pipeline.arch);
+  plan.pipeline = std::move(hopper);
+  plan.why.reset();
+  return plan;
+}
+#endif
+
 Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
                     const CommonOptions& o, bool keep_operands) {
   const attention::ForwardOptions options{.causal = d.causal, .threads = o.threads, .keep_operands = keep_operands,
@@ -503,35 +521,22 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
   attention::ForwardOptions on_gpu = options;
   if (o.check) on_gpu.keep_operands = false;
   const std::string gpu = "the GPU's " + pipeline.name;
-  // A pipeline of another architecture (the papers' Ada presets) runs on Hopper as its Hopper twin: the
-  // same stages with sm_90's instruction models, which is what the GPU computes; that twin is checked
-  // against its own emulation, and the variant's emulated metrics stay those of its own architecture.
-  attention::Pipeline on_hopper = pipeline;
-  std::string twin;
-  std::optional<std::string> why = ka::gpu_unsupported(pipeline, q, k, v, on_gpu);
-  if (why && pipeline.arch != on_hopper.arch) {
-    attention::Pipeline hopper = pipeline;
-    hopper.arch = attention::Pipeline{}.arch;
-    if (!hopper.validate(q.dim, v.dim) && !ka::gpu_unsupported(hopper, q, k, v, on_gpu)) {
-      on_hopper = hopper;
-      twin = fmt::format("its Hopper twin: arch={} (the variant's {} emulated beside)", hopper.arch, pipeline.arch);
-      why.reset();
-    }
-  }
-  if (why) {
+  const GpuPlan plan = plan_gpu(pipeline, q, k, v, on_gpu);
+  if (plan.why) {
     Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
-    e.device = DeviceRun{kRanOnEmulation, *why, {}, "", {}, {}};
+    e.device = DeviceRun{kRanOnEmulation, *plan.why, {}, "", {}, {}};
     return e;
   }
   if (!o.check) {
-    Evaluation e = metrics_of(ka::gpu_forward(on_hopper, q, k, v, on_gpu), gpu, d, reference);
-    e.device = DeviceRun{kRanOnGpu, twin, {}, "", {}, {}};
+    Evaluation e = metrics_of(ka::gpu_forward(plan.pipeline, q, k, v, on_gpu), gpu, d, reference);
+    e.device = DeviceRun{kRanOnGpu, plan.twin, {}, "", {}, {}};
     return e;
   }
   Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
-  attention::ForwardResult g = ka::gpu_forward(on_hopper, q, k, v, on_gpu);
-  DeviceRun run = check_device(g, twin.empty() ? e.forward : attention::forward(on_hopper, q, k, v, on_gpu), d.head_labels);
-  run.reason = twin;
+  attention::ForwardResult g = ka::gpu_forward(plan.pipeline, q, k, v, on_gpu);
+  DeviceRun run = check_device(g, plan.twin.empty() ? e.forward : attention::forward(plan.pipeline, q, k, v, on_gpu),
+                               d.head_labels);
+  run.reason = plan.twin;
   Evaluation ge = metrics_of(std::move(g), gpu, d, reference);
   run.gpu = std::move(ge.heads);
   run.gpu_histogram = ge.histogram;

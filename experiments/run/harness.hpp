@@ -242,6 +242,20 @@ std::string gpu_check_markdown(bool check, const nlohmann::json& gpus, const std
 // with its variant, dataset and head), or nothing.
 std::optional<std::string> gpu_check_failure(const std::vector<DeviceRecord>& records);
 
+// What the GPU runs for a pipeline under --device gpu: the pipeline itself where a kernel computes it,
+// else an Ada pipeline's Hopper twin (the same stages at arch=sm_90, which is what the GPU computes;
+// `twin` says so) where a kernel computes that, else nothing and `why` (gpu_unsupported's reasons).
+// Host code; in builds with the kernels.
+struct GpuPlan {
+  attention::Pipeline pipeline;
+  std::string twin;
+  std::optional<std::string> why;
+};
+#if defined(LOWBIT_HAVE_KERNELS)
+GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
+                 const attention::ForwardOptions& options);
+#endif
+
 struct Evaluation {
   std::vector<HeadError> heads;  // --device gpu --no-check, where the GPU ran: the GPU's
   ErrorHistogram histogram;

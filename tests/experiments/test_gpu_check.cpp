@@ -150,3 +150,36 @@ TEST_CASE("lowbit run --device gpu: refusals, and exit 77 where no GPU is visibl
   CHECK(help.status == 0);
   CHECK_THAT(help.output, Catch::Contains("--device") && Catch::Contains("--no-check") && Catch::Contains("emulated only"));
 }
+
+#if defined(LOWBIT_HAVE_KERNELS)
+// Which pipeline --device gpu runs: the smoothing experiment's Ada sage2-4b as its Hopper twin, the
+// sage2-8b preset as itself, a pipeline no kernel computes not at all (gpu_unsupported's reasons).
+TEST_CASE("plan_gpu: an Ada pipeline runs as its Hopper twin, a Hopper one as itself, others nowhere") {
+  namespace la = lowbit::attention;
+  const lowbit::Tensor4 q(1, 2, 256, 64), kv(1, 1, 256, 64);
+  const la::ForwardOptions options{.causal = true, .keep_operands = false};  // as beside the emulation
+
+  const la::Pipeline ada = la::preset("sage2-4b", 64);
+  REQUIRE(ada.arch == "sm_89");
+  const ex::GpuPlan twin = ex::plan_gpu(ada, q, kv, kv, options);
+  CHECK_FALSE(twin.why);
+  CHECK(twin.pipeline.arch == "sm_90");
+  la::Pipeline expected = ada;
+  REQUIRE_FALSE(la::set_stage(expected, "arch=sm_90"));
+  CHECK(la::stage_values(twin.pipeline) == la::stage_values(expected));
+  CHECK_THAT(twin.twin, Catch::Contains("Hopper twin") && Catch::Contains("sm_89"));
+
+  la::Pipeline hopper = la::preset("sage2-8b", 64);
+  la::follow_inputs(hopper, lowbit::formats::fp16);
+  const ex::GpuPlan itself = ex::plan_gpu(hopper, q, kv, kv, options);
+  CHECK_FALSE(itself.why);
+  CHECK(itself.twin.empty());
+  CHECK(la::stage_values(itself.pipeline) == la::stage_values(hopper));
+
+  const la::Pipeline nvfp4 = la::preset("sage3", 64);
+  const ex::GpuPlan none = ex::plan_gpu(nvfp4, q, kv, kv, options);
+  REQUIRE(none.why);
+  CHECK_THAT(*none.why, Catch::Contains("sage2-8b kernel") && Catch::Contains("sage2-4b family kernel"));
+  CHECK(none.twin.empty());
+}
+#endif
