@@ -289,8 +289,15 @@ PreparedOperands prepare_operands(const Pipeline& pipeline, const Tensor4& q, co
   if (run->tiling.block_kv != pipeline.tiling.block_kv) detail::check_arguments(*run, q, k, v, options);
   detail::Context cx = detail::make_context(*run, q, k, v, options);
   PreparedOperands out{std::move(run), cx, {}};
-  for (int b = 0; b < q.batch; ++b)
-    for (int g = 0; g < k.heads; ++g) out.groups.push_back(detail::prepare_group(out.context, q, k, v, options, b, g));
+  // Groups are independent: one per worker (each then prepares its Q heads alone), or, with one
+  // group, its Q heads in parallel.
+  const std::size_t groups = std::size_t(q.batch) * std::size_t(k.heads);
+  ForwardOptions per_group = options;
+  if (groups > 1) per_group.threads = 1;
+  out.groups.resize(groups);
+  parallel_for(groups, options.threads, [&](std::size_t i, unsigned) {
+    out.groups[i] = detail::prepare_group(out.context, q, k, v, per_group, int(i) / k.heads, int(i) % k.heads);
+  });
   return out;
 }
 
