@@ -2,6 +2,7 @@
 // order), each value usually an fp16 or bf16 number widened exactly.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <stdexcept>
@@ -36,6 +37,19 @@ struct Tensor4 {
     return {row(b, h, 0), std::size_t(tokens) * std::size_t(dim)};
   }
   std::string shape_text() const { return fmt::format("[{}, {}, {}, {}]", batch, heads, tokens, dim); }
+
+  // Batch 1 of these heads (tokens x dim matrices of one shape), in order.
+  static Tensor4 from_heads(const std::vector<MatrixF>& heads) {
+    if (heads.empty()) throw std::invalid_argument("Tensor4::from_heads: no heads");
+    Tensor4 t(1, int(heads.size()), int(heads.front().rows()), int(heads.front().cols()));
+    for (std::size_t h = 0; h < heads.size(); ++h) {
+      if (heads[h].rows() != t.tokens || heads[h].cols() != t.dim)
+        throw std::invalid_argument(fmt::format("Tensor4::from_heads: head {} is {} x {}, head 0 {} x {}", h, heads[h].rows(),
+                                                heads[h].cols(), t.tokens, t.dim));
+      std::copy(heads[h].data(), heads[h].data() + heads[h].size(), t.values.begin() + std::ptrdiff_t(t.offset(0, int(h), 0)));
+    }
+    return t;
+  }
 
   static std::size_t count(int b, int h, int t, int d) {
     if (b < 1 || h < 1 || t < 1 || d < 1)

@@ -30,14 +30,6 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-Tensor4 stack(const std::vector<MatrixF>& heads) {
-  Tensor4 t(1, int(heads.size()), int(heads.front().rows()), int(heads.front().cols()));
-  for (int h = 0; h < t.heads; ++h)
-    for (int i = 0; i < t.tokens; ++i)
-      for (int c = 0; c < t.dim; ++c) t.row(0, h, i)[c] = heads[std::size_t(h)](i, c);
-  return t;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,7 +107,7 @@ int main(int argc, char** argv) {
           spec.dim = d;
           spec.seed = std::uint64_t(1000003) * std::uint64_t(n) + std::uint64_t(d) * 2 + (mode == "yes");
           const AttentionData data = make_synthetic_attention(spec);
-          const Tensor4 q = stack(data.q), k = stack(data.k), v = stack(data.v);
+          const Tensor4 q = Tensor4::from_heads(data.q), k = Tensor4::from_heads(data.k), v = Tensor4::from_heads(data.v);
           attention::ForwardOptions options;
           options.causal = mode == "yes";
           std::vector<double> total, kernel;

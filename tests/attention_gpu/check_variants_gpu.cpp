@@ -55,17 +55,9 @@ Input make_input(int d, int tokens, bool causal, std::uint64_t seed) {
   spec.outlier_token_fraction = 0.01;
   spec.q_gain = 3;
   const AttentionData data = make_synthetic_attention(spec);
-  Input in{fmt::format("d{} N{} {} GQA 4:2", d, tokens, causal ? "causal" : "full"), causal, Tensor4(1, 4, tokens, d),
-           Tensor4(1, 2, tokens, d), Tensor4(1, 2, tokens, d)};
-  const auto put = [&](Tensor4& t, const std::vector<MatrixF>& heads) {
-    for (int h = 0; h < t.heads; ++h)
-      for (int i = 0; i < tokens; ++i)
-        for (int c = 0; c < d; ++c) t.row(0, h, i)[c] = heads[std::size_t(h)](i, c);
-  };
-  put(in.q, data.q);
-  put(in.k, data.k);
-  put(in.v, data.v);
-  return in;
+  const auto first_two = [](const std::vector<MatrixF>& heads) { return std::vector<MatrixF>(heads.begin(), heads.begin() + 2); };
+  return {fmt::format("d{} N{} {} GQA 4:2", d, tokens, causal ? "causal" : "full"), causal, Tensor4::from_heads(data.q),
+          Tensor4::from_heads(first_two(data.k)), Tensor4::from_heads(first_two(data.v))};
 }
 
 struct Tally {
