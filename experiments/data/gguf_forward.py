@@ -32,14 +32,17 @@ float64 weights.
 import os
 
 # One BLAS thread by default: sums in a fixed order, so a rerun writes the same bytes. LOWBIT_BLAS_THREADS=N
-# trades that for speed.
+# trades that for speed, and runs exact_attention's blocks on N threads (which changes no value: each block is
+# computed on its own, the same way on any thread).
+THREADS = max(1, int(os.environ.get("LOWBIT_BLAS_THREADS", "1")))
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-    os.environ[_var] = os.environ.get("LOWBIT_BLAS_THREADS", "1")
+    os.environ[_var] = str(THREADS)
 
 import hashlib  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -195,24 +198,43 @@ class Model:
     def rms_norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
+    # Query rows per block of exact_attention: a [512, T] float64 block is 32 MB at 8K tokens, which stays in
+    # cache through the elementwise steps where a whole [T, T] array (0.5 GB) streams through memory at each.
+    ATTENTION_ROWS = 512
+
     def exact_attention(self, layer, q, k, v):
         """softmax(q k^T / sqrt(d) + causal mask) v in float64, per query head (KV head h // group).
 
-        The elementwise steps run in place on the one [T, T] score array (at 8K tokens each is 0.5 GB, and fresh
-        arrays cost more in page faults than the arithmetic); each computes what its out-of-place form does.
+        Blocked over query rows; each block computes, value for value, what the whole [T, T] score array's rows
+        would (every step is per row or elementwise), so the bytes do not depend on the block size. Within a
+        block of rows [r0, r1) the keys from r1 on are masked for every row: their scores are never computed,
+        and their probabilities are the exact zeros exp(-inf) gives, so the row sums and p v still run over all
+        T keys in the same order. The elementwise steps run in place; with LOWBIT_BLAS_THREADS=N the blocks run
+        on N threads.
         """
         T, _, d = q.shape
         group = self.heads // self.kv_heads
-        mask = np.triu(np.full((T, T), -np.inf), k=1)
         attn = np.empty((T, self.heads, d))
-        for head in range(self.heads):
-            s = q[:, head] @ k[:, head // group].T
+
+        def block(head, r0):
+            r1 = min(T, r0 + self.ATTENTION_ROWS)
+            p = np.zeros((r1 - r0, T))
+            s = p[:, :r1]
+            np.matmul(q[r0:r1, head], k[:r1, head // group].T, out=s)
             np.divide(s, math.sqrt(d), out=s)
-            np.add(s, mask, out=s)
+            np.add(s, np.triu(np.full((r1 - r0, r1), -np.inf), k=r0 + 1), out=s)
             np.subtract(s, s.max(axis=-1, keepdims=True), out=s)
-            p = np.exp(s, out=s)
+            np.exp(s, out=s)
             np.divide(p, p.sum(axis=-1, keepdims=True), out=p)
-            attn[:, head] = p @ v[:, head // group]
+            attn[r0:r1, head] = p @ v[:, head // group]
+
+        blocks = [(head, r0) for head in range(self.heads) for r0 in range(0, T, self.ATTENTION_ROWS)]
+        if THREADS == 1:
+            for head, r0 in blocks:
+                block(head, r0)
+        else:  # numpy's loops and BLAS release the GIL; each block writes its own rows of attn
+            with ThreadPoolExecutor(THREADS) as pool:
+                list(pool.map(lambda b: block(*b), blocks))  # list(): a block's exception raises here
         return attn
 
     @staticmethod
