@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "emulation/convert.hpp"
+#include "numerics/parallel.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/tensor_file.hpp"
 #if defined(LOWBIT_HAVE_KERNELS)
@@ -509,12 +510,14 @@ const ReferenceAttention& References::of(const Dataset& d) {
 }
 
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
-                         const std::vector<std::string>& labels) {
+                         const std::vector<std::string>& labels, unsigned threads) {
   if (reference.size() != output.size() || heads < 1 || reference.size() % std::size_t(heads) != 0)
     throw std::invalid_argument("compare_heads: sizes do not fit");
-  Evaluation e;
   const std::size_t per_head = reference.size() / std::size_t(heads);
-  for (int h = 0; h < heads; ++h) {
+  std::vector<HeadError> errors(std::size_t(heads), HeadError{});
+  std::vector<ErrorHistogram> histograms(static_cast<std::size_t>(heads));
+  parallel_for(std::size_t(heads), threads, [&](std::size_t item, unsigned) {
+    const int h = int(item);
     const std::span<const double> r(reference.data() + std::size_t(h) * per_head, per_head);
     const std::span<const double> a(output.data() + std::size_t(h) * per_head, per_head);
     // The distribution in units of the head's output RMS, so that heads and layers of different
@@ -526,9 +529,12 @@ Evaluation compare_heads(const std::vector<double>& reference, const std::vector
     std::vector<double> rn(r.size()), an(a.size());
     for (std::size_t i = 0; i < r.size(); ++i) rn[i] = r[i] / rms, an[i] = a[i] / rms;
     const ErrorDistribution dist = error_distribution(rn, an);
-    e.heads.push_back({labels.at(std::size_t(h)), m, dist.quantiles});
-    e.histogram.merge(dist.histogram);
-  }
+    errors[item] = {labels.at(item), m, dist.quantiles};
+    histograms[item] = dist.histogram;
+  });
+  Evaluation e;
+  e.heads = std::move(errors);
+  for (const ErrorHistogram& h : histograms) e.histogram.merge(h);  // in head order, as a serial loop would
   return e;
 }
 
@@ -536,7 +542,7 @@ namespace {
 
 // The metrics of a forward pass's rounded output against the reference; `who` names it in errors.
 Evaluation metrics_of(attention::ForwardResult r, const std::string& who, const Dataset& d,
-                      const ReferenceAttention& reference) {
+                      const ReferenceAttention& reference, unsigned threads) {
   const Tensor4 rounded = r.rounded_output();
   // A format or scale the fp32 arithmetic cannot carry gives Inf or NaN: an error, never a metric.
   const auto bad = std::find_if(rounded.values.begin(), rounded.values.end(), [](float x) { return !std::isfinite(x); });
@@ -544,7 +550,7 @@ Evaluation metrics_of(attention::ForwardResult r, const std::string& who, const 
     throw std::runtime_error(fmt::format("{} on {}: the output has non-finite values (the first: {} at flat index {})", who,
                                          d.name, *bad, bad - rounded.values.begin()));
   Evaluation e = compare_heads(reference.output, std::vector<double>(rounded.values.begin(), rounded.values.end()),
-                               d.q.heads, d.head_labels);
+                               d.q.heads, d.head_labels, threads);
   e.forward = std::move(r);
   return e;
 }
@@ -563,7 +569,7 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
   const attention::ForwardOptions options{.causal = d.causal, .threads = o.threads, .keep_operands = keep_operands,
                                           .q_name = d.name + " Q", .k_name = d.name + " K", .v_name = d.name + " V"};
   const std::string emulated = "pipeline " + pipeline.name;
-  if (!o.on_gpu()) return metrics_of(attention::forward(pipeline, d.q, d.k, d.v, options), emulated, d, reference);
+  if (!o.on_gpu()) return metrics_of(attention::forward(pipeline, d.q, d.k, d.v, options), emulated, d, reference, o.threads);
 #if defined(LOWBIT_HAVE_KERNELS)
   namespace ka = kernels::attention;
   const Tensor4 q = rounded_to(d.q, formats::fp16), k = rounded_to(d.k, formats::fp16), v = rounded_to(d.v, formats::fp16);
@@ -592,20 +598,20 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
     return e;
   }
   if (why) {
-    Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+    Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference, o.threads);
     e.device = DeviceRun{kRanOnEmulation, *why, {}, "", {}, {}};
     return e;
   }
   if (!o.check) {
-    Evaluation e = metrics_of(ka::gpu_forward(on_hopper, q, k, v, on_gpu), gpu, d, reference);
+    Evaluation e = metrics_of(ka::gpu_forward(on_hopper, q, k, v, on_gpu), gpu, d, reference, o.threads);
     e.device = DeviceRun{kRanOnGpu, twin, {}, "", {}, {}};
     return e;
   }
-  Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+  Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference, o.threads);
   attention::ForwardResult g = ka::gpu_forward(on_hopper, q, k, v, on_gpu);
   DeviceRun run = check_device(g, twin.empty() ? e.forward : attention::forward(on_hopper, q, k, v, on_gpu), d.head_labels);
   run.reason = twin;
-  Evaluation ge = metrics_of(std::move(g), gpu, d, reference);
+  Evaluation ge = metrics_of(std::move(g), gpu, d, reference, o.threads);
   run.gpu = std::move(ge.heads);
   run.gpu_histogram = ge.histogram;
   e.device = std::move(run);

@@ -295,9 +295,10 @@ class References {
 // the emulation"; Evaluation::device).
 Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
                     const CommonOptions& o, bool keep_operands = false);
-// Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]).
+// Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]), the
+// heads on `threads` threads (0: every core; the result does not depend on them).
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
-                         const std::vector<std::string>& labels);
+                         const std::vector<std::string>& labels, unsigned threads = 1);
 
 // "[name] message", with the process CPU time so far, on stderr.
 class Progress {
