@@ -9,18 +9,23 @@
 # LOWBIT: a built `lowbit` (with the CUDA kernels). $OUT: the folder whose files come back. Needs
 # .gguf-parts/smollm2.gguf.part-aa and -ab (scripts/device/pack_gguf.sh writes them, and
 # .whl/gguf-0.19.0-py3-none-any.whl), python3 with numpy and tokenizers.
-# Steps and their expected time on 16 cores and an H100 (each printed as it ends):
-#   join and check the GGUF, install gguf                                  ~5 s
-#   capture: 30 layers x 8192 tokens of the saltmarsh text (float64 numpy) ~1-2 min
-#   granularity, pv-format, smoothing, accumulator (--no-check)            ~0.5-1.5 min each
-#   the checked slice (granularity, 1 head, emulated beside the GPU)       ~0.5 min
-#   pack                                                                   ~10 s
-# Each lowbit step is cut at STEP_LIMIT seconds (default 150) so that the run ends; a cut step is
-# marked "timed out" in summary.md. Back in $OUT: summary.md (times, exit codes, every table.md),
-# capture.json, real-scale.tar.xz (every result folder but .npy heatmaps and plots, and the logs;
-# split into real-scale.tar.xz.part-aa, ... past 15 MB).
-# For a trial elsewhere: TOKENS, REAL_LENGTHS, LAYERS, Q_HEADS, THREADS, DEVICE (cpu: no GPU,
-# everything emulated) and CAPTURE (a folder holding a capture already: the capture step is skipped).
+# Steps, in this order, and their expected time on 16 cores and an H100 (estimated from 2 shared
+# cores; each is printed as it ends):
+#   join and check the GGUF, install gguf                                        ~5 s
+#   capture: 30 layers x 8192 tokens of the saltmarsh text (float64 numpy)       ~1-2 min
+#   granularity (--no-check; 8 variants x 270 heads)                             ~1 min
+#   checked slice: granularity on layer 0, Q head 0, emulated beside the GPU     ~1-1.5 min
+#   pv-format, smoothing (--no-check)                                            ~1 min each
+#   accumulator (--no-check; windows of 128 queries at 1K-8K keys, Table 13)     ~1-1.5 min
+#   pack                                                                         ~10 s
+# The whole run keeps within BUDGET seconds (default 480): each step is cut (timeout) where it
+# would pass BUDGET less 20 s for packing, and a step with under 20 s left is skipped; summary.md
+# marks either. Back in $OUT: summary.md (times, exit codes, each run's gpu-check.json totals and
+# table.md), capture.json, real-scale.tar.xz (every result folder but .npy heatmaps and plots, and
+# the logs; split into real-scale.tar.xz.part-aa, ... past 15 MB). Exit 0 when every step ran and
+# exited 0, else 1.
+# For a trial elsewhere: TOKENS, REAL_LENGTHS, LAYERS, Q_HEADS, THREADS, BUDGET, DEVICE (cpu: no
+# GPU, everything emulated) and CAPTURE (a folder holding a capture already: no capture step).
 set -uo pipefail
 lowbit=$(realpath "${1:?usage: scripts/device/real_scale_sweeps.sh LOWBIT (with OUT set)}")
 out=${OUT:?OUT: the folder whose files come back}
@@ -30,7 +35,7 @@ layers=${LAYERS:-all}
 q_heads=${Q_HEADS:-all}
 threads=${THREADS:-16}
 device=${DEVICE:-gpu}
-step_limit=${STEP_LIMIT:-150}
+deadline=$(($(date +%s) + ${BUDGET:-480} - 20))  # 20 s kept for packing
 text=experiments/data/qwen2.5-coder-1.5b/text.txt  # 9,049 SmolLM2 tokens: the repository's longest prose
 work=/tmp/real-scale
 mkdir -p "$out" "$work"
@@ -41,16 +46,23 @@ echo "| step | seconds | exit |" >> "$summary"
 echo "|---|---|---|" >> "$summary"
 failed=0
 
-# Runs "$@" as step NAME (its output in $work/NAME.log), timing it; records the time and exit code.
+# Runs "$@" as step NAME (its output in $work/NAME.log) within the time left, timing it; records
+# the time and exit code.
 step() {
-  local name=$1 start rc seconds status
+  local name=$1 start rc seconds status left=$((deadline - $(date +%s)))
   shift
+  if [ $left -lt 20 ]; then
+    echo "| $name | - | skipped: the budget was spent |" >> "$summary"
+    echo "== $name: skipped, the budget was spent" >&2
+    failed=1
+    return 1
+  fi
   start=$(date +%s%N)
-  "$@" > "$work/$name.log" 2>&1
+  timeout "$left" "$@" > "$work/$name.log" 2>&1
   rc=$?
   seconds=$((($(date +%s%N) - start) / 1000000000))
   status=$rc
-  if [ $rc -eq 124 ]; then status="124 (timed out at $step_limit s)"; fi
+  if [ $rc -eq 124 ]; then status="124 (timed out: cut at $left s, the budget's end)"; fi
   echo "| $name | $seconds | $status |" >> "$summary"
   echo "== $name: $seconds s, exit $status" >&2
   tail -n 3 "$work/$name.log" >&2
@@ -75,16 +87,15 @@ cp "$capture/capture.json" "$out/capture.json"
 common=(--data-dir "$capture" --datasets smollm2 --tokens "$tokens" --device "$device" --threads "$threads" --no-plots)
 alone=("${common[@]}" --layers "$layers" --q-heads "$q_heads")
 [ "$device" = gpu ] && alone+=(--no-check)
-for experiment in granularity pv-format smoothing accumulator; do
-  extra=()
-  [ "$experiment" = accumulator ] && extra=(--real-lengths "$real_lengths")
-  step "$experiment" timeout "$step_limit" "$lowbit" run "$experiment" "${alone[@]}" "${extra[@]}" --out "$work/$experiment"
-done
-# One slice checked at full length: the GPU's output codes and LSE against the emulation's.
-step checked-slice timeout "$step_limit" "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 \
-  --out "$work/checked-slice"
+step granularity "$lowbit" run granularity "${alone[@]}" --out "$work/granularity"
+# One slice checked at full length: the GPU's output codes and LSE against the emulation's (second:
+# it proves the kernels at N = 8192 while the budget is whole).
+step checked-slice "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 --out "$work/checked-slice"
+step pv-format "$lowbit" run pv-format "${alone[@]}" --out "$work/pv-format"
+step smoothing "$lowbit" run smoothing "${alone[@]}" --out "$work/smoothing"
+step accumulator "$lowbit" run accumulator "${alone[@]}" --real-lengths "$real_lengths" --out "$work/accumulator"
 
-for dir in granularity pv-format smoothing accumulator checked-slice; do
+for dir in granularity checked-slice pv-format smoothing accumulator; do
   echo -e "\n---\n\n# $dir" >> "$summary"
   if [ -f "$work/$dir/gpu-check.json" ]; then
     python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["totals"]; print("\ngpu-check.json totals:", json.dumps(t))' \
