@@ -7,8 +7,9 @@
 # Run from the repository root on the GPU machine:
 #   scripts/device/real_scale_sweeps.sh LOWBIT
 # LOWBIT: a built `lowbit` (with the CUDA kernels). $OUT: the folder whose files come back. Needs
-# .gguf-parts/smollm2.gguf.part-aa and -ab (scripts/device/pack_gguf.sh writes them, and
-# .whl/gguf-0.19.0-py3-none-any.whl), python3 with numpy and tokenizers.
+# the GGUF's pieces .gguf-parts/smollm2.gguf.part-aa, -ab, ... (joined in name order; its SHA-256
+# checked against capture.json's) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh
+# writes both), python3 with numpy and tokenizers.
 # Steps, in this order, and their expected time on 16 cores and an H100 (estimated from 2 shared
 # cores; each is printed as it ends):
 #   join and check the GGUF, install gguf                                        ~5 s
@@ -73,7 +74,7 @@ step() {
 if [ -z "${CAPTURE:-}" ]; then
   capture=/tmp/cap8k
   want=$(python3 -c 'import json; print(json.load(open("experiments/data/smollm2-135m/capture.json"))["gguf_sha256"])')
-  cat .gguf-parts/smollm2.gguf.part-aa .gguf-parts/smollm2.gguf.part-ab > /tmp/smollm2.gguf || exit 1
+  cat .gguf-parts/smollm2.gguf.part-* > /tmp/smollm2.gguf || exit 1
   got=$(sha256sum /tmp/smollm2.gguf | cut -d' ' -f1)
   if [ "$got" != "$want" ]; then echo "the joined GGUF's SHA-256 is $got, not $want" >&2; exit 1; fi
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/gguf-*.whl || exit 1
