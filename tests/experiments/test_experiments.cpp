@@ -439,7 +439,7 @@ TEST_CASE("bad input: a clear error and a non-zero exit", "[experiments][cli]") 
   }
 }
 
-TEST_CASE("smollm2: --layers and --q-heads pick the dataset's heads; all: every one of the capture", "[experiments][cli]") {
+TEST_CASE("smollm2: --layers and --q-heads pick the dataset's heads, and all of them with all", "[experiments][cli]") {
   const fs::path out = fresh("layers-heads");
   const Run picked = run_cli("run granularity --datasets smollm2 --layers 29,0 --q-heads 8,3 --tokens 64 --threads 2 --no-plots --out " +
                              (out / "picked").string());
