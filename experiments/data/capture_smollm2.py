@@ -168,7 +168,8 @@ def main():
         "output_head": "tied to token_embd" if model.tied else "output.weight",
         "versions": versions(),
         "compute": ("float64 numpy, one BLAS thread" if gguf_forward.THREADS == 1
-                    else f"float64 numpy, {gguf_forward.THREADS} BLAS threads (LOWBIT_BLAS_THREADS)") + "; stored as " + dtype,
+                    else f"float64 numpy, one BLAS thread, blocks of rows on {gguf_forward.THREADS} threads "
+                         "(LOWBIT_BLAS_THREADS)") + "; stored as " + dtype,
         "architecture": {"layers": model.layers, "heads": model.heads, "kv_heads": model.kv_heads,
                          "head_dim": model.head_dim, "rope_base": model.rope_base, "rms_eps": model.eps,
                          "kv_head_of_query_head": "h // " + str(model.heads // model.kv_heads), "causal": True},
