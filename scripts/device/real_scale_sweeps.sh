@@ -10,10 +10,11 @@
 # the GGUF's pieces .gguf-parts/smollm2.gguf.part-aa, -ab, ... (joined in name order; its SHA-256
 # checked against capture.json's) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh
 # writes both), python3 with numpy and tokenizers.
-# Steps, in this order, and their expected time on 16 cores and an H100 (estimated from 2 shared
-# cores; each is printed as it ends):
+# Steps, in this order, and their expected time on 16 cores and an H100 (extrapolated from 2 shared
+# cores, untried on the device; each is printed as it ends):
 #   join and check the GGUF, install gguf                                        ~5 s
-#   capture: 30 layers x 8192 tokens of the saltmarsh text (float64 numpy)       ~1-2 min
+#   capture: 30 layers x 8192 tokens of the saltmarsh text (float64 numpy;
+#     ~6-8 CPU s a layer on its 16 threads, plus ~10 s loading and saving)       ~0.5-1.5 min
 #   granularity (--no-check; 8 variants x 270 heads)                             ~1 min
 #   checked slice: granularity on layer 0, Q head 0, emulated beside the GPU     ~1-1.5 min
 #   pv-format, smoothing (--no-check)                                            ~1 min each
