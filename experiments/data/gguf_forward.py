@@ -31,15 +31,19 @@ float64 weights.
 """
 import os
 
-# One BLAS thread by default: sums in a fixed order, so a rerun writes the same bytes. LOWBIT_BLAS_THREADS=N
-# trades that for speed.
+# BLAS on one thread: sums in a fixed order, so a rerun writes the same bytes. LOWBIT_BLAS_THREADS=N runs the
+# pass's own parts on N threads instead (in_parallel: the linear layers' row blocks, exact_attention's blocks),
+# each computed as on one thread; BLAS's own threads would spin against them.
+THREADS = max(1, int(os.environ.get("LOWBIT_BLAS_THREADS", "1")))
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS"):
-    os.environ[_var] = os.environ.get("LOWBIT_BLAS_THREADS", "1")
+    os.environ[_var] = "1"
 
 import hashlib  # noqa: E402
 import math  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 import time  # noqa: E402
+from concurrent.futures import ThreadPoolExecutor  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -56,6 +60,16 @@ QWEN2_REGEX = (r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\
 PRE_TOKENIZERS = ("smollm", "qwen2")
 
 CONTROL, USER_DEFINED = 3, 4  # llama.cpp's token types of <|im_start|>, <|endoftext|>, <tool_call>, ...
+
+
+def in_parallel(function, items):
+    """function(item) for every item, on THREADS threads (numpy's loops and BLAS release the GIL)."""
+    if THREADS == 1:
+        for item in items:
+            function(item)
+        return
+    with ThreadPoolExecutor(THREADS) as pool:
+        list(pool.map(function, items))  # list(): an item's exception raises here
 
 
 def sha256_file(path, chunk=1 << 24):
@@ -195,30 +209,54 @@ class Model:
     def rms_norm(self, x, w):
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.eps) * w
 
+    # Query rows per block of exact_attention: a [512, T] float64 block is 32 MB at 8K tokens, which stays in
+    # cache through the elementwise steps where a whole [T, T] array (0.5 GB) streams through memory at each.
+    ATTENTION_ROWS = 512
+
     def exact_attention(self, layer, q, k, v):
         """softmax(q k^T / sqrt(d) + causal mask) v in float64, per query head (KV head h // group).
 
-        The elementwise steps run in place on the one [T, T] score array (at 8K tokens each is 0.5 GB, and fresh
-        arrays cost more in page faults than the arithmetic); each computes what its out-of-place form does.
+        Blocked over query rows; each block computes, value for value, what the whole [T, T] score array's rows
+        would (every step is per row or elementwise), so the bytes do not depend on the block size. Within a
+        block of rows [r0, r1) the keys from r1 on are masked for every row: their scores are never computed,
+        and their probabilities are the exact zeros exp(-inf) gives, so the row sums and p v still run over all
+        T keys in the same order; the keys before r0 are masked for none, so the mask's -inf is added to the
+        keys [r0, r1) alone (adding its zeros elsewhere could only turn a -0 score into +0, which exp maps to
+        the same 1). The elementwise steps run in place, in one buffer per thread (fresh arrays cost more in
+        page faults than the arithmetic); the blocks run in_parallel.
         """
         T, _, d = q.shape
         group = self.heads // self.kv_heads
-        mask = np.triu(np.full((T, T), -np.inf), k=1)
         attn = np.empty((T, self.heads, d))
-        for head in range(self.heads):
-            s = q[:, head] @ k[:, head // group].T
+        rows = self.ATTENTION_ROWS
+        diagonal_mask = np.triu(np.full((rows, rows), -np.inf), k=1)
+        buffers = threading.local()
+
+        def block(head, r0):
+            r1 = min(T, r0 + rows)
+            if not hasattr(buffers, "p"):
+                buffers.p = np.empty((rows, T))
+            p = buffers.p[: r1 - r0]
+            p[:, r1:] = 0
+            s = p[:, :r1]
+            np.matmul(q[r0:r1, head], k[:r1, head // group].T, out=s)
             np.divide(s, math.sqrt(d), out=s)
-            np.add(s, mask, out=s)
+            np.add(s[:, r0:], diagonal_mask[: r1 - r0, : r1 - r0], out=s[:, r0:])
             np.subtract(s, s.max(axis=-1, keepdims=True), out=s)
-            p = np.exp(s, out=s)
+            np.exp(s, out=s)
             np.divide(p, p.sum(axis=-1, keepdims=True), out=p)
-            attn[:, head] = p @ v[:, head // group]
+            attn[r0:r1, head] = p @ v[:, head // group]
+
+        in_parallel(lambda b: block(*b), [(head, r0) for head in range(self.heads) for r0 in range(0, T, rows)])
         return attn
 
     @staticmethod
     def linear(h, b, name):
-        """h W^T (+ bias) with the float32-stored weight widened to float64."""
-        y = h @ b[name].astype(np.float64).T
+        """h W^T (+ bias) with the float32-stored weight widened to float64; its blocks of rows in_parallel."""
+        w = b[name].astype(np.float64)
+        y = np.empty((h.shape[0], w.shape[0]))
+        rows = -(-h.shape[0] // THREADS)
+        in_parallel(lambda r0: np.matmul(h[r0:r0 + rows], w.T, out=y[r0:r0 + rows]), range(0, h.shape[0], rows))
         if name + "_bias" in b:
             y += b[name + "_bias"].astype(np.float64)
         return y

@@ -9,6 +9,7 @@
 // matters because of the FP22 accumulator; its two-level buffer may hide that).
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -21,14 +22,18 @@ int run_accumulator(int argc, char** argv) {
   const std::string name = "accumulator";
   std::vector<int> lengths{1024, 2048, 4096, 8192, 16384, 32768}, real_lengths{256, 512, 1024};
   int queries = 128, long_heads = 2;
+  const CLI::Option* real_lengths_option = nullptr;
   return experiment_main(
       argc, argv, name, "FP22 vs fp32 P V accumulation, two-level or in place, smooth V, 1K-32K keys (SageAttention2 §3.4, Table 13)",
       {"synthetic", "smollm2"}, DatasetSizes{},
       [&](CLI::App& app) {
         app.add_option("--lengths", lengths, "keys per query on synthetic data")->delimiter(',')->capture_default_str();
-        app.add_option("--real-lengths", real_lengths, "keys per query on the SmolLM2 sample and your tensors (at most their tokens)")
-            ->delimiter(',')
-            ->capture_default_str();
+        real_lengths_option =
+            app.add_option("--real-lengths", real_lengths,
+                           "keys per query on the SmolLM2 sample and your tensors (at most their tokens, --tokens; of the "
+                           "default, those within them)")
+                ->delimiter(',')
+                ->capture_default_str();
         app.add_option("--queries", queries, "queries (the first ones) at every length")->capture_default_str();
         app.add_option("--long-heads", long_heads, "synthetic heads of the length sweep")->capture_default_str();
       },
@@ -67,8 +72,12 @@ int run_accumulator(int argc, char** argv) {
                               lengths});
           } else {
             std::vector<int> mine;
-            for (int n : real_lengths)
+            for (int n : real_lengths) {
+              if (n > d.k.tokens && real_lengths_option->count())
+                throw std::invalid_argument(fmt::format("--real-lengths {}: dataset {} has {} tokens (--tokens, the capture's)", n,
+                                                        d.name, d.k.tokens));
               if (n <= d.k.tokens && n >= queries) mine.push_back(n);
+            }
             sweeps.push_back({d, mine});
           }
         }

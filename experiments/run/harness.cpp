@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <span>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "emulation/convert.hpp"
+#include "numerics/parallel.hpp"
 #include "numerics/provenance.hpp"
 #include "numerics/tensor_file.hpp"
 #if defined(LOWBIT_HAVE_KERNELS)
@@ -24,13 +26,6 @@
 
 namespace lowbit::experiments {
 namespace {
-
-Tensor4 stack(const std::vector<MatrixF>& heads) {
-  Tensor4 t(1, int(heads.size()), int(heads.front().rows()), int(heads.front().cols()));
-  for (std::size_t h = 0; h < heads.size(); ++h)
-    std::copy(heads[h].data(), heads[h].data() + heads[h].size(), t.values.begin() + std::ptrdiff_t(t.offset(0, int(h), 0)));
-  return t;
-}
 
 double cpu_now() { return double(std::clock()) / CLOCKS_PER_SEC; }
 
@@ -158,9 +153,9 @@ Dataset synthetic_dataset(const std::string& name, const std::string& preset, in
   const AttentionData data = make_synthetic_attention(spec);
   Dataset d;
   d.name = name;
-  d.q = stack(data.q);
-  d.k = stack(data.k);
-  d.v = stack(data.v);
+  d.q = Tensor4::from_heads(data.q);
+  d.k = Tensor4::from_heads(data.k);
+  d.v = Tensor4::from_heads(data.v);
   d.causal = causal;
   for (int h = 0; h < heads; ++h) d.head_labels.push_back("h" + std::to_string(h));
   d.spec = {{"synthetic", spec.to_json()}, {"causal", causal}};
@@ -169,12 +164,48 @@ Dataset synthetic_dataset(const std::string& name, const std::string& preset, in
   return d;
 }
 
-Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::vector<int>& heads, int tokens) {
+std::optional<std::vector<int>> parse_indices(std::string_view text) {
+  std::vector<int> out;
+  while (true) {
+    const std::string_view item = text.substr(0, text.find(','));
+    int x = 0;
+    const auto [end, error] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || error != std::errc() || end != item.data() + item.size() || x < 0 ||
+        std::find(out.begin(), out.end(), x) != out.end())
+      return std::nullopt;
+    out.push_back(x);
+    if (item.size() == text.size()) return out;
+    text.remove_prefix(item.size() + 1);
+  }
+}
+
+std::vector<int> capture_layers(const std::string& dir) {
+  std::vector<int> layers;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string file = entry.path().filename().string();
+    int layer = 0;
+    if (file.size() == std::string_view("layerLL_q.npy").size() && file.starts_with("layer") && file.ends_with("_q.npy") &&
+        std::from_chars(file.data() + 5, file.data() + 7, layer).ptr == file.data() + 7)
+      layers.push_back(layer);
+  }
+  if (error) throw std::invalid_argument(fmt::format("--layers all: {}: {}", dir, error.message()));
+  if (layers.empty()) throw std::invalid_argument(fmt::format("--layers all: {} has no layerLL_q.npy", dir));
+  std::sort(layers.begin(), layers.end());
+  return layers;
+}
+
+Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::optional<std::vector<int>>& q_heads,
+                        int tokens) {
   std::vector<MatrixF> q, k, v;
+  std::optional<std::vector<int>> heads_read;  // the same in every layer: every head of each file must agree
   Dataset d;
   d.name = "smollm2";
   for (int layer : layers) {
     const auto file = [&](const char* t) { return (std::filesystem::path(dir) / fmt::format("layer{:02}_{}.npy", layer, t)).string(); };
+    if (!std::filesystem::is_regular_file(file("q")))
+      throw std::invalid_argument(fmt::format("layer {}: {} has no {} (--layers picks others; --layers all: every one there)",
+                                              layer, dir, std::filesystem::path(file("q")).filename().string()));
     const TensorFile fq = read_tensor_file(file("q")), fk = read_tensor_file(file("k")), fv = read_tensor_file(file("v"));
     for (const auto* f : {&fq, &fk, &fv}) d.inputs.push_back(f->source);
     if (fq.tensor.heads % fk.tensor.heads != 0 || fk.tensor.heads != fv.tensor.heads)
@@ -182,9 +213,17 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
                                            fk.tensor.heads, fv.tensor.heads));
     const int group = fq.tensor.heads / fk.tensor.heads;
     const int n = tokens > 0 ? std::min(tokens, fq.tensor.tokens) : fq.tensor.tokens;
+    std::vector<int> heads(std::size_t(fq.tensor.heads));
+    std::iota(heads.begin(), heads.end(), 0);
+    if (q_heads) heads = *q_heads;
+    if (heads_read && *heads_read != heads)
+      throw std::invalid_argument(fmt::format("--q-heads all: {} has {} Q heads, the layers before it {}", file("q"),
+                                              fq.tensor.heads, heads_read->size()));
+    heads_read = heads;
     for (int h : heads) {
       if (h < 0 || h >= fq.tensor.heads)
-        throw std::invalid_argument(fmt::format("{}: no Q head {} (it has {})", file("q"), h, fq.tensor.heads));
+        throw std::invalid_argument(fmt::format("Q head {}: {} has {} (0 to {}; --q-heads picks others)", h, file("q"),
+                                                fq.tensor.heads, fq.tensor.heads - 1));
       q.push_back(fq.tensor.head(0, h).topRows(n));
       k.push_back(fk.tensor.head(0, h / group).topRows(n));
       v.push_back(fv.tensor.head(0, h / group).topRows(n));
@@ -192,16 +231,17 @@ Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, 
     }
     d.parts.push_back({int(q.size() - heads.size()), int(heads.size()), fmt::format("layer {}", layer)});
   }
-  d.q = stack(q);
-  d.k = stack(k);
-  d.v = stack(v);
+  d.q = Tensor4::from_heads(q);
+  d.k = Tensor4::from_heads(k);
+  d.v = Tensor4::from_heads(v);
   d.causal = true;
+  const std::vector<int> heads = heads_read.value_or(std::vector<int>{});
   d.spec = {{"dir", repository_relative(dir)}, {"layers", layers}, {"q_heads", heads}, {"tokens", d.q.tokens},
             {"causal", true}};
   d.description = fmt::format(
       "SmolLM2-135M-Instruct's Q (after RoPE), K, V captured on our own prose ({}): layers {}, Q heads {} of each with "
-      "their KV heads, {} tokens, d = 64, causal",
-      repository_relative(dir), join(layers), join(heads), d.q.tokens);
+      "their KV heads ({} heads in all), {} tokens, d = 64, causal",
+      repository_relative(dir), join(layers), join(heads), d.q.heads, d.q.tokens);
   return d;
 }
 
@@ -237,9 +277,9 @@ Dataset file_dataset(const std::string& name, const std::string& q_spec, const s
       d.head_labels.push_back(q.batch > 1 ? fmt::format("b{}h{}", b, h) : fmt::format("h{}", h));
     }
   d.name = name.empty() ? std::filesystem::path(q_spec.substr(0, q_spec.find(':'))).stem().string() : name;
-  d.q = stack(qs);
-  d.k = stack(ks);
-  d.v = stack(vs);
+  d.q = Tensor4::from_heads(qs);
+  d.k = Tensor4::from_heads(ks);
+  d.v = Tensor4::from_heads(vs);
   d.causal = causal;
   d.inputs = {fq.source, fk.source, fv.source};
   d.spec = {{"q", repository_relative(q_spec)}, {"k", repository_relative(k_spec)}, {"v", repository_relative(v_spec)},
@@ -261,9 +301,9 @@ Dataset slice(const Dataset& d, int first_query, int queries, int keys) {
     k.push_back(d.k.head(0, h).topRows(keys));
     v.push_back(d.v.head(0, h).topRows(keys));
   }
-  s.q = stack(q);
-  s.k = stack(k);
-  s.v = stack(v);
+  s.q = Tensor4::from_heads(q);
+  s.k = Tensor4::from_heads(k);
+  s.v = Tensor4::from_heads(v);
   s.causal = false;
   s.spec["slice"] = {{"first_query", first_query}, {"queries", queries}, {"keys", keys}};
   return s;
@@ -338,6 +378,9 @@ std::optional<std::string> CommonOptions::validate() const {
     if (auto why = shard->validate()) return "--shard " + shard->text() + ": " + *why;
   if (shard && !merge.empty()) return "--shard and --merge go apart: run the shards, then merge their folders";
   if (!check && !on_gpu()) return "--no-check runs the GPU alone, without the emulation beside it: it needs --device gpu";
+  for (const auto& [option, value] : {std::pair{"--layers", &layers}, {"--q-heads", &q_heads}})
+    if (!value->empty() && *value != "all" && !parse_indices(*value))
+      return fmt::format("{} '{}': not 'all' or a comma-separated list of distinct indices from 0 (0,10,20)", option, *value);
   return std::nullopt;
 }
 
@@ -367,6 +410,14 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
   app.add_option("--seed", o.seed, "synthetic data seed")->capture_default_str();
   app.add_option("--threads", o.threads, "threads (0: every core)")->capture_default_str();
   app.add_option("--data-dir", o.data_dir, "the SmolLM2 capture's folder")->capture_default_str();
+  app.add_option("--layers", o.layers,
+                 fmt::format("the smollm2 dataset's layers: all (every layerLL_q.npy in --data-dir) or L,L,... (default: the "
+                             "experiment's, {})",
+                             join(o.sizes.real_layers)));
+  app.add_option("--q-heads", o.q_heads,
+                 fmt::format("the Q heads of each of those layers, with their KV heads: all (every one of the files) or H,H,... "
+                             "(default: the experiment's, {})",
+                             join(o.sizes.real_heads)));
   app.add_option_function<std::string>(
       "--shard",
       [&o](const std::string& text) {
@@ -387,13 +438,14 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::string& expe
                  "family's variants, an Ada pipeline as its Hopper twin, arch=sm_90; d = 64 or 128) also on the GPU: its metrics as the variant 'NAME (GPU)', every output code and "
                  "LSE value compared with the emulation's, gpu-check.json and a table in table.md; exits 1 after writing "
                  "them if any differ, 77 where there is no GPU. Variants no kernel computes run emulated, 'emulated only: "
-                 "REASON'")
+                 "REASON' (under --no-check: left out)")
       ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();
   app.add_flag_callback(
       "--no-check", [&o] { o.check = false; },
       "with --device gpu: the GPU alone, no emulation beside it (sweeps too large to emulate); the rows of the variants it "
-      "runs are the GPU's, named 'NAME (GPU)'");
+      "runs are the GPU's, named 'NAME (GPU)'; variants no kernel computes are left out, not emulated: no rows, listed "
+      "'left out: REASON' on stderr, in gpu-check.json and in table.md's GPU table");
 }
 
 std::vector<Dataset> load_datasets(const CommonOptions& o) {
@@ -410,8 +462,18 @@ std::vector<Dataset> load_datasets(const CommonOptions& o) {
     else if (name == "synthetic-smollm2")
       out.push_back(synthetic_dataset(name, "smollm2", o.heads ? o.heads : s.llm_heads, o.tokens ? o.tokens : 1024, 64,
                                       o.seed, true));
-    else if (name == "smollm2")
-      out.push_back(smollm2_dataset(o.data_dir, s.real_layers, s.real_heads, o.tokens ? o.tokens : s.real_tokens));
+    else if (name == "smollm2") {
+      const std::vector<int> layers = o.layers.empty() ? s.real_layers
+                                      : o.layers == "all" ? capture_layers(o.data_dir)
+                                                          : *parse_indices(o.layers);
+      const std::optional<std::vector<int>> heads = o.q_heads.empty() ? std::optional(s.real_heads)
+                                                    : o.q_heads == "all" ? std::nullopt
+                                                                         : parse_indices(o.q_heads);
+      out.push_back(smollm2_dataset(o.data_dir, layers, heads, o.tokens ? o.tokens : s.real_tokens));
+      if (o.tokens > out.back().q.tokens)
+        throw std::invalid_argument(fmt::format("--tokens {}: the capture in {} has {} tokens", o.tokens, o.data_dir,
+                                                out.back().q.tokens));
+    }
     else if (name == "synthetic-flat" || name == "synthetic-sink")
       out.push_back(long_dataset(name, name.substr(std::string_view("synthetic-").size()), o.heads ? o.heads : s.long_heads, s.long_queries,
                                  o.tokens ? o.tokens : s.long_keys, o.seed));
@@ -441,12 +503,14 @@ const ReferenceAttention& References::of(const Dataset& d) {
 }
 
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
-                         const std::vector<std::string>& labels) {
+                         const std::vector<std::string>& labels, unsigned threads) {
   if (reference.size() != output.size() || heads < 1 || reference.size() % std::size_t(heads) != 0)
     throw std::invalid_argument("compare_heads: sizes do not fit");
-  Evaluation e;
   const std::size_t per_head = reference.size() / std::size_t(heads);
-  for (int h = 0; h < heads; ++h) {
+  std::vector<HeadError> errors(std::size_t(heads), HeadError{});
+  std::vector<ErrorHistogram> histograms(static_cast<std::size_t>(heads));
+  parallel_for(std::size_t(heads), threads, [&](std::size_t item, unsigned) {
+    const int h = int(item);
     const std::span<const double> r(reference.data() + std::size_t(h) * per_head, per_head);
     const std::span<const double> a(output.data() + std::size_t(h) * per_head, per_head);
     // The distribution in units of the head's output RMS, so that heads and layers of different
@@ -458,9 +522,12 @@ Evaluation compare_heads(const std::vector<double>& reference, const std::vector
     std::vector<double> rn(r.size()), an(a.size());
     for (std::size_t i = 0; i < r.size(); ++i) rn[i] = r[i] / rms, an[i] = a[i] / rms;
     const ErrorDistribution dist = error_distribution(rn, an);
-    e.heads.push_back({labels.at(std::size_t(h)), m, dist.quantiles});
-    e.histogram.merge(dist.histogram);
-  }
+    errors[item] = {labels.at(item), m, dist.quantiles};
+    histograms[item] = dist.histogram;
+  });
+  Evaluation e;
+  e.heads = std::move(errors);
+  for (const ErrorHistogram& h : histograms) e.histogram.merge(h);  // in head order, as a serial loop would
   return e;
 }
 
@@ -468,7 +535,7 @@ namespace {
 
 // The metrics of a forward pass's rounded output against the reference; `who` names it in errors.
 Evaluation metrics_of(attention::ForwardResult r, const std::string& who, const Dataset& d,
-                      const ReferenceAttention& reference) {
+                      const ReferenceAttention& reference, unsigned threads) {
   const Tensor4 rounded = r.rounded_output();
   // A format or scale the fp32 arithmetic cannot carry gives Inf or NaN: an error, never a metric.
   const auto bad = std::find_if(rounded.values.begin(), rounded.values.end(), [](float x) { return !std::isfinite(x); });
@@ -476,15 +543,20 @@ Evaluation metrics_of(attention::ForwardResult r, const std::string& who, const 
     throw std::runtime_error(fmt::format("{} on {}: the output has non-finite values (the first: {} at flat index {})", who,
                                          d.name, *bad, bad - rounded.values.begin()));
   Evaluation e = compare_heads(reference.output, std::vector<double>(rounded.values.begin(), rounded.values.end()),
-                               d.q.heads, d.head_labels);
+                               d.q.heads, d.head_labels, threads);
   e.forward = std::move(r);
   return e;
 }
 
-// Every value rounded to f (nearest even), as a kernel that reads f's codes sees it.
-Tensor4 rounded_to(const Tensor4& t, const Format& f) {
+// Every value rounded to f (nearest even), as a kernel that reads f's codes sees it; on `threads`
+// threads (a dataset of 8K tokens on every head is hundreds of millions of values).
+Tensor4 rounded_to(const Tensor4& t, const Format& f, unsigned threads) {
   Tensor4 out = t;
-  for (float& x : out.values) x = float(decode(f, encode(f, double(x))));
+  constexpr std::size_t kChunk = std::size_t(1) << 16;
+  parallel_for((out.values.size() + kChunk - 1) / kChunk, threads, [&](std::size_t chunk, unsigned) {
+    const std::size_t end = std::min(out.values.size(), (chunk + 1) * kChunk);
+    for (std::size_t i = chunk * kChunk; i < end; ++i) out.values[i] = float(decode(f, encode(f, double(out.values[i]))));
+  });
   return out;
 }
 
@@ -513,31 +585,37 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
   const attention::ForwardOptions options{.causal = d.causal, .threads = o.threads, .keep_operands = keep_operands,
                                           .q_name = d.name + " Q", .k_name = d.name + " K", .v_name = d.name + " V"};
   const std::string emulated = "pipeline " + pipeline.name;
-  if (!o.on_gpu()) return metrics_of(attention::forward(pipeline, d.q, d.k, d.v, options), emulated, d, reference);
+  if (!o.on_gpu()) return metrics_of(attention::forward(pipeline, d.q, d.k, d.v, options), emulated, d, reference, o.threads);
 #if defined(LOWBIT_HAVE_KERNELS)
   namespace ka = kernels::attention;
-  const Tensor4 q = rounded_to(d.q, formats::fp16), k = rounded_to(d.k, formats::fp16), v = rounded_to(d.v, formats::fp16);
+  const Tensor4 q = rounded_to(d.q, formats::fp16, o.threads), k = rounded_to(d.k, formats::fp16, o.threads),
+                v = rounded_to(d.v, formats::fp16, o.threads);
   // Beside the emulation the GPU keeps no operands (the emulation's are kept); alone, it must.
   attention::ForwardOptions on_gpu = options;
   if (o.check) on_gpu.keep_operands = false;
   const std::string gpu = "the GPU's " + pipeline.name;
   const GpuPlan plan = plan_gpu(pipeline, q, k, v, on_gpu);
+  if (plan.why && !o.check) {
+    Evaluation e;
+    e.device = DeviceRun{kLeftOut, *plan.why, {}, "", {}, {}};
+    return e;
+  }
   if (plan.why) {
-    Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+    Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference, o.threads);
     e.device = DeviceRun{kRanOnEmulation, *plan.why, {}, "", {}, {}};
     return e;
   }
   if (!o.check) {
-    Evaluation e = metrics_of(ka::gpu_forward(plan.pipeline, q, k, v, on_gpu), gpu, d, reference);
+    Evaluation e = metrics_of(ka::gpu_forward(plan.pipeline, q, k, v, on_gpu), gpu, d, reference, o.threads);
     e.device = DeviceRun{kRanOnGpu, plan.twin, {}, "", {}, {}};
     return e;
   }
-  Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference);
+  Evaluation e = metrics_of(attention::forward(pipeline, q, k, v, options), emulated, d, reference, o.threads);
   attention::ForwardResult g = ka::gpu_forward(plan.pipeline, q, k, v, on_gpu);
   DeviceRun run = check_device(g, plan.twin.empty() ? e.forward : attention::forward(plan.pipeline, q, k, v, on_gpu),
                                d.head_labels);
   run.reason = plan.twin;
-  Evaluation ge = metrics_of(std::move(g), gpu, d, reference);
+  Evaluation ge = metrics_of(std::move(g), gpu, d, reference, o.threads);
   run.gpu = std::move(ge.heads);
   run.gpu_histogram = ge.histogram;
   e.device = std::move(run);
@@ -652,12 +730,13 @@ nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check,
   doc["experiment"] = experiment;
   doc["what"] = check ? "each variant a kernel computes run on the GPU and in emulation on the same inputs (Q, K, V rounded "
                         "to fp16); every output code and LSE value compared, bit for bit"
-                      : "--no-check: each variant a kernel computes run on the GPU alone (nothing compared)";
+                      : "--no-check: each variant a kernel computes run on the GPU alone (nothing compared); the others "
+                        "left out (not run)";
   doc["device"] = check ? "gpu" : "gpu --no-check";
   doc["git_sha"] = git_sha;
   doc["gpus"] = gpus;
   HeadCheck total;
-  std::uint64_t both = 0, alone = 0, emulated = 0;
+  std::uint64_t both = 0, alone = 0, emulated = 0, left_out = 0;
   std::string first;
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const DeviceRow& r : device_rows(records)) {
@@ -670,17 +749,18 @@ nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check,
     row["codes_differ"] = r.totals.codes_differ;
     row["lse_compared"] = r.totals.lse_compared;
     row["lse_differ"] = r.totals.lse_differ;
-    if (!r.reason.empty()) row["reason"] = r.reason;  // emulated only: why; on the GPU: as which twin
+    if (!r.reason.empty()) row["reason"] = r.reason;  // emulated only, left out: why; on the GPU: as which twin
     if (!r.first_difference.empty()) row["first_difference"] = r.first_difference;
     rows.push_back(row);
-    (r.ran_on == kRanOnBoth ? both : r.ran_on == kRanOnGpu ? alone : emulated) += std::uint64_t(r.items);
+    (r.ran_on == kRanOnBoth ? both : r.ran_on == kRanOnGpu ? alone : r.ran_on == kLeftOut ? left_out : emulated) += std::uint64_t(r.items);
     total.codes_compared += r.totals.codes_compared;
     total.codes_differ += r.totals.codes_differ;
     total.lse_compared += r.totals.lse_compared;
     total.lse_differ += r.totals.lse_differ;
   }
   doc["totals"] = {{"work_items_checked", both},      {"work_items_gpu_alone", alone},
-                   {"work_items_emulated_only", emulated}, {"codes_compared", total.codes_compared},
+                   {"work_items_emulated_only", emulated}, {"work_items_left_out", left_out},
+                   {"codes_compared", total.codes_compared},
                    {"codes_differ", total.codes_differ}, {"lse_compared", total.lse_compared},
                    {"lse_differ", total.lse_differ}};
   const std::optional<std::string> failure = gpu_check_failure(records);
@@ -699,10 +779,11 @@ std::string gpu_check_markdown(bool check, const nlohmann::json& gpus, const std
               "\"NAME (GPU)\" rows are the GPU's output against float64, and every output code and LSE value of the GPU "
               "is compared with the emulation's (gpu-check.json)."
             : "Where a kernel computes the variant it ran on the GPU alone (its rows are \"NAME (GPU)\"); nothing was "
-              "compared.");
+              "compared. Variants no kernel computes were left out (not run, not emulated: no rows above).");
   md += "| variant | dataset | ran on | output codes compared | differ | LSE values compared | differ |\n|---|---|---|---|---|---|---|\n";
   for (const DeviceRow& r : device_rows(records)) {
     const std::string where = r.ran_on == kRanOnEmulation ? "emulated only: " + r.reason
+                              : r.ran_on == kLeftOut      ? "left out: " + r.reason
                               : r.reason.empty()          ? r.ran_on
                                                           : r.ran_on + ", " + r.reason;
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", markdown_cell(r.variant), markdown_cell(r.dataset),
@@ -768,7 +849,8 @@ void run_variants(const std::string& experiment, const std::vector<Variant>& var
         const Evaluation& e = r->evaluations.front().second;
         double cosine = 0;
         for (const auto& h : e.heads) cosine += h.metrics.cosine / double(e.heads.size());
-        progress.step(fmt::format("{} on {} ({} heads): cosine {}", v.name, where, e.heads.size(), percent(cosine, 3)));
+        progress.step(e.heads.empty() ? fmt::format("{} on {}: left out", v.name, where)
+                                      : fmt::format("{} on {} ({} heads): cosine {}", v.name, where, e.heads.size(), percent(cosine, 3)));
       }
     }
   }
@@ -899,7 +981,8 @@ std::optional<ItemResult> ExperimentResults::item(const Dataset& d, const std::s
       const std::optional<DeviceRun>& device = r.evaluations.back().second.device;
       const std::string ran = device ? device->ran_on : std::string("emulation (no --device gpu)");
       const bool fits = !on_gpu_ ? !device
-                                 : device && (device->ran_on == kRanOnEmulation || device->ran_on == (check_ ? kRanOnBoth : kRanOnGpu));
+                                 : device && (device->ran_on == kRanOnEmulation || device->ran_on == (check_ ? kRanOnBoth : kRanOnGpu) ||
+                                              (!check_ && device->ran_on == kLeftOut));
       if (!fits)
         throw std::runtime_error(fmt::format("{}: item '{}' ran on {}, which this merge (--device {}) does not: its shards ran "
                                              "with other --device or --no-check options",
@@ -928,7 +1011,11 @@ std::optional<ItemResult> ExperimentResults::item(const Dataset& d, const std::s
     }
   }
   for (const auto& [variant, e] : r.evaluations) {
-    add(variant, d, e);
+    if (e.device && e.device->ran_on == kLeftOut)
+      std::cerr << fmt::format("[{}] {}: left out (--no-check: no kernel computes it, and it is not emulated): {}\n", experiment_,
+                               key, e.device->reason);
+    else
+      add(variant, d, e);
     if (e.device) add_device(variant, d, key, e);
   }
   return r;
@@ -938,6 +1025,7 @@ void ExperimentResults::add_device(const std::string& variant, const Dataset& d,
   const DeviceRun& run = *e.device;
   device_records_.push_back({variant, d.name, item, run});
   if (run.ran_on == kRanOnGpu) gpu_alone_.insert({variant, d.name});
+  if (run.ran_on == kLeftOut) left_out_.insert({variant, d.name});
   if (run.ran_on != kRanOnBoth) return;
   const std::string gpu = variant + " (GPU)";
   add(gpu, d, Evaluation{run.gpu, run.gpu_histogram, {}, std::nullopt});
@@ -1034,8 +1122,11 @@ void ExperimentResults::add(const std::string& variant, const Dataset& d, const 
 
 const Summary& ExperimentResults::summary(const std::string& variant, const std::string& dataset) const {
   const auto it = summaries_.find({variant, dataset});
-  if (it == summaries_.end()) throw std::logic_error("no results for " + variant + " on " + dataset);
-  return it->second;
+  if (it != summaries_.end()) return it->second;
+  const double nan = std::nan("");
+  static const Summary kLeftOut{nan, nan, nan, nan, nan, nan, nan, nan, 0};
+  if (left_out_.count({variant, dataset})) return kLeftOut;
+  throw std::logic_error("no results for " + variant + " on " + dataset);
 }
 
 std::string ExperimentResults::metrics_csv() const {

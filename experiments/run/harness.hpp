@@ -37,13 +37,17 @@
 // the float64 reference stays that of the dataset as given), and where a kernel computes the
 // variant's pipeline bit for bit (kernels/attention/gpu_forward.hpp: gpu_unsupported) on the GPU
 // as well: the GPU's output against the reference is the variant "NAME (GPU)", and its output codes
-// and LSE are compared with the emulation's, every bit, head by head. --no-check runs the GPU
-// alone (no emulation; the variant's rows are the GPU's, labelled "NAME (GPU)" in the files).
-// Evaluations no kernel computes run emulated as before, "emulated only: REASON" (gpu_unsupported's),
-// never counted as checked. gpu-check.json and a table in table.md record each variant and dataset
-// (ran_on, codes and LSE values compared and differing, the reason) with the GPU and git SHA; a run
-// (a shard, a merge) in which any differ fails after writing its files, naming the first. Shards
-// carry every evaluation's GPU results in their records, so a merge writes what one whole run does.
+// and LSE are compared with the emulation's, every bit, head by head. Evaluations no kernel
+// computes run emulated as before, "emulated only: REASON" (gpu_unsupported's), never counted as
+// checked. --no-check runs the GPU alone (no emulation; the variant's rows are the GPU's, labelled
+// "NAME (GPU)" in the files), for sweeps too large to emulate: there an evaluation no kernel
+// computes is left out, not emulated (at 8K tokens on every head that would take hours): it has no
+// rows in metrics.csv, summary.csv, distribution.csv or table.md's tables (summary() gives NaN),
+// and stderr, gpu-check.json and table.md's GPU table list it, "left out: REASON", never counted as
+// checked. gpu-check.json and a table in table.md record each variant and dataset (ran_on, codes
+// and LSE values compared and differing, the reason) with the GPU and git SHA; a run (a shard, a
+// merge) in which any differ fails after writing its files, naming the first. Shards carry every
+// evaluation's GPU results in their records, so a merge writes what one whole run does.
 #pragma once
 
 #include <cstdint>
@@ -112,9 +116,19 @@ struct DatasetSizes {
 //   synthetic-sink     the same of the preset `sink` (the flat rows under one attention sink)
 // and the user's --q --k --v files (named by --dataset-name, default the Q file's name).
 std::vector<std::string> dataset_names();
+// The indices of --layers and --q-heads: "L,L,..." (distinct, >= 0) as given; nullopt when the
+// text is not such a list.
+std::optional<std::vector<int>> parse_indices(std::string_view text);
+// The layers L of a capture's folder, from its files layerLL_q.npy, in order. Throws naming the
+// folder when it has none.
+std::vector<int> capture_layers(const std::string& dir);
 Dataset synthetic_dataset(const std::string& name, const std::string& preset, int heads, int tokens, int dim,
                           std::uint64_t seed, bool causal);
-Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::vector<int>& heads, int tokens);
+// The capture in dir (layerLL_{q,k,v}.npy): these layers, these Q heads of each (nullopt: every
+// one of its file) with their KV heads, the first `tokens` tokens (0 or more than the files': all).
+// Throws naming the layer whose file is missing or the head a file lacks.
+Dataset smollm2_dataset(const std::string& dir, const std::vector<int>& layers, const std::optional<std::vector<int>>& q_heads,
+                        int tokens);
 // synthetic-flat, synthetic-sink: the preset's first `queries` queries against `keys` keys, d = 128.
 Dataset long_dataset(const std::string& name, const std::string& preset, int heads, int queries, int keys, std::uint64_t seed);
 Dataset file_dataset(const std::string& name, const std::string& q, const std::string& k, const std::string& v,
@@ -159,6 +173,9 @@ struct CommonOptions {
   std::uint64_t seed = 1;
   unsigned threads = 0;
   std::string data_dir;                 // the SmolLM2 sample
+  // --layers, --q-heads: the smollm2 dataset's; "" the experiment's (sizes.real_layers,
+  // real_heads), "all" every layer of --data-dir / every Q head of its files, or "L,L,...".
+  std::string layers, q_heads;
   DatasetSizes sizes;
   std::optional<Shard> shard;           // run this part of the sweep only
   std::vector<std::string> merge;       // the shards' folders: join them
@@ -172,10 +189,11 @@ struct CommonOptions {
 };
 
 // Registers --out, --datasets, --q/--k/--v, --causal, --dataset-name, --heads, --tokens, --seed,
-// --threads, --data-dir, --shard, --merge, --device, --no-check on `app`.
+// --threads, --data-dir, --layers, --q-heads, --shard, --merge, --device, --no-check on `app`.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::string& experiment);
 // The datasets the options name (the user's tensors alone when --q is given). Throws naming the
-// file or the name that is wrong.
+// file, the name or the option that is wrong (--tokens beyond the SmolLM2 capture's tokens: its
+// default, the experiment's, is cut to them).
 std::vector<Dataset> load_datasets(const CommonOptions& options);
 
 // ---- runs ---------------------------------------------------------------------------------------
@@ -199,6 +217,7 @@ struct HeadError {
 inline constexpr const char* kRanOnBoth = "gpu+emulation";
 inline constexpr const char* kRanOnGpu = "gpu";
 inline constexpr const char* kRanOnEmulation = "emulation only";
+inline constexpr const char* kLeftOut = "left out";  // --no-check: no kernel computes it, and it is not emulated
 
 // One head's GPU output codes and LSE values against the emulation's.
 struct HeadCheck {
@@ -208,8 +227,8 @@ struct HeadCheck {
 
 // Where one evaluation ran under --device gpu, and what the GPU gave.
 struct DeviceRun {
-  std::string ran_on;            // kRanOnBoth, kRanOnGpu, kRanOnEmulation
-  std::string reason;            // emulation only: why no kernel computes it; on the GPU, an Ada pipeline's Hopper twin
+  std::string ran_on;            // kRanOnBoth, kRanOnGpu, kRanOnEmulation, kLeftOut
+  std::string reason;            // emulation only, left out: why no kernel computes it; on the GPU, an Ada pipeline's Hopper twin
   std::vector<HeadCheck> heads;  // gpu+emulation: every head compared
   std::string first_difference;  // gpu+emulation: the first differing output code (else LSE value); "" when none
   std::vector<HeadError> gpu;    // gpu+emulation: the GPU's output against the reference
@@ -233,7 +252,8 @@ struct DeviceRecord {
 // gpu-check.json: the experiment, the mode (check: GPU and emulation; else the GPU alone), the
 // git SHA, the GPUs (this run's provenance, or each merged shard's), the totals, the first
 // difference, and per variant and dataset (records summed over the dataset's parts): ran_on,
-// codes_compared, codes_differ, lse_compared, lse_differ, and the reason where emulated only.
+// codes_compared, codes_differ, lse_compared, lse_differ, and the reason where emulated only or
+// left out.
 nlohmann::ordered_json gpu_check_json(const std::string& experiment, bool check, const std::string& git_sha,
                                       const nlohmann::json& gpus, const std::vector<DeviceRecord>& records);
 // table.md's section of the same (markdown).
@@ -257,7 +277,7 @@ GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Te
 #endif
 
 struct Evaluation {
-  std::vector<HeadError> heads;  // --device gpu --no-check, where the GPU ran: the GPU's
+  std::vector<HeadError> heads;  // --device gpu --no-check, where the GPU ran: the GPU's; left out: none
   ErrorHistogram histogram;
   attention::ForwardResult forward;  // with the quantized operands when asked for
   std::optional<DeviceRun> device;   // --device gpu
@@ -284,13 +304,15 @@ class References {
 };
 
 // The pipeline's rounded output on every head against the reference, with o.threads; with
-// --device gpu (o.on_gpu()) on the GPU as well, or alone (--no-check), where a kernel computes it
-// (the header's "The GPU beside the emulation"; Evaluation::device).
+// --device gpu (o.on_gpu()) on the GPU as well, or alone (--no-check), where a kernel computes it,
+// and under --no-check nothing where none does (left out: no heads; the header's "The GPU beside
+// the emulation"; Evaluation::device).
 Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
                     const CommonOptions& o, bool keep_operands = false);
-// Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]).
+// Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]), the
+// heads on `threads` threads (0: every core; the result does not depend on them).
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,
-                         const std::vector<std::string>& labels);
+                         const std::vector<std::string>& labels, unsigned threads = 1);
 
 // "[name] message", with the process CPU time so far, on stderr.
 class Progress {
@@ -364,6 +386,8 @@ class ExperimentResults {
   void table_variants(std::vector<std::string> variants) { table_variants_ = std::move(variants); }
   void record_pipeline(const std::string& variant, const attention::Pipeline& p);
   void record_dataset(const Dataset& d);
+  // Throws std::logic_error when the variant has no results on the dataset; NaN metrics (heads 0)
+  // where --no-check left it out on every part.
   const Summary& summary(const std::string& variant, const std::string& dataset) const;
 
   ResultDirectory& directory() { return out_; }
@@ -410,11 +434,11 @@ class ExperimentResults {
   std::vector<std::string> items_;
   nlohmann::json records_ = nlohmann::json::array();  // a shard's items' results
   // --device gpu (the options' device, check and GPU provenance); the evaluations' records; the
-  // (variant, dataset) pairs the GPU ran alone.
+  // (variant, dataset) pairs the GPU ran alone, and those --no-check left out.
   bool on_gpu_ = false, check_ = true;
   nlohmann::json gpu_;
   std::vector<DeviceRecord> device_records_;
-  std::set<std::pair<std::string, std::string>> gpu_alone_;
+  std::set<std::pair<std::string, std::string>> gpu_alone_, left_out_;
 };
 
 std::string percent(double cosine, int decimals = 2);

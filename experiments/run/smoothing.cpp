@@ -112,6 +112,7 @@ int run_smoothing(int argc, char** argv) {
         nlohmann::json index = nlohmann::json::array();
         const std::filesystem::path dir = results.directory().dir();
         for (const Dataset& d : datasets) {
+          if (!worst_head.count(d.name)) continue;  // --no-check left None out: no worst head
           const int h = int(std::find(d.head_labels.begin(), d.head_labels.end(), worst_head.at(d.name).first) - d.head_labels.begin());
           const attention::Pipeline p = attention::preset("sage2-4b", d.q.dim);
           const MatrixF q = d.q.head(0, h), k = d.k.head(0, h);

@@ -2,8 +2,9 @@
 // experiment writes metrics.csv (the columns, the four metrics for every variant, dataset
 // and head), provenance.json and table.md; the attribution's Shapley values add up to the error of
 // the full pipeline above the exact one, recomputed here from metrics.csv, and a source that
-// changes nothing gets 0; the user's --q/--k/--v tensors run and name the dataset; bad input
-// (missing file, NaN, shape mismatch, unknown experiment or dataset, impossible format) exits
+// changes nothing gets 0; the user's --q/--k/--v tensors run and name the dataset; --layers and
+// --q-heads pick the SmolLM2 capture's heads; bad input (missing file, NaN, shape mismatch, unknown
+// experiment or dataset, impossible format, a layer, head or length the capture lacks) exits
 // non-zero with a message naming the problem.
 #include <catch2/catch.hpp>
 
@@ -44,6 +45,11 @@ fs::path fresh(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // A CSV file written through experiments/common: '#' provenance lines, a header, rows.
@@ -419,4 +425,51 @@ TEST_CASE("bad input: a clear error and a non-zero exit", "[experiments][cli]") 
     fails("run formats --datasets synthetic --heads 1 --tokens 64 --qk-format e0m3", {"e0m3", "exponent"});
   }
   SECTION("an unknown pipeline to attribute") { fails("run attribution --pipelines sage9", {"sage9"}); }
+  SECTION("--layers, --q-heads, --tokens, --real-lengths beyond the SmolLM2 capture, or malformed") {
+    const std::string smollm2 = "run granularity --datasets smollm2 --tokens 64 --threads 2";
+    fails(smollm2 + " --layers 0,5", {"layer 5", "layer05_q.npy", "--layers"});
+    fails(smollm2 + " --q-heads 3,9", {"Q head 9", "layer00_q.npy has 9 (0 to 8", "--q-heads"});
+    fails(smollm2 + " --layers 0,,10", {"--layers '0,,10'", "comma-separated"});
+    fails(smollm2 + " --layers 10,10", {"--layers '10,10'", "distinct"});
+    fails(smollm2 + " --q-heads -1", {"--q-heads '-1'"});
+    fails(smollm2 + " --layers al", {"--layers 'al'", "'all'"});
+    fails("run granularity --datasets smollm2 --tokens 2048 --threads 2", {"--tokens 2048", "has 1024 tokens"});
+    fails("run accumulator --datasets smollm2 --layers 0 --q-heads 0 --tokens 256 --real-lengths 128,512 --threads 2",
+          {"--real-lengths 512", "smollm2 has 256 tokens"});
+  }
+}
+
+TEST_CASE("smollm2: --layers and --q-heads pick the dataset's heads, and all of them with all", "[experiments][cli]") {
+  const fs::path out = fresh("layers-heads");
+  const Run picked = run_cli("run granularity --datasets smollm2 --layers 29,0 --q-heads 8,3 --tokens 64 --threads 2 --no-plots --out " +
+                             (out / "picked").string());
+  INFO(picked.output);
+  REQUIRE(picked.status == 0);
+  const std::string metrics = read_text(out / "picked" / "metrics.csv");
+  for (const char* label : {",L29H8,", ",L29H3,", ",L0H8,", ",L0H3,"}) CHECK(metrics.find(label) != std::string::npos);
+  for (const char* label : {",L10H", ",L0H0,", ",L29H4,"}) CHECK(metrics.find(label) == std::string::npos);
+  const nlohmann::json spec =
+      nlohmann::json::parse(read_text(out / "picked" / "provenance.json")).at("config").at("datasets").at("smollm2");
+  CHECK(spec.at("layers") == nlohmann::json({29, 0}));
+  CHECK(spec.at("q_heads") == nlohmann::json({8, 3}));
+  CHECK(spec.at("tokens") == 64);
+  CHECK_THAT(read_text(out / "picked" / "table.md"), Catch::Contains("layers 29,0, Q heads 8,3 of each") &&
+                                                        Catch::Contains("(4 heads in all), 64 tokens"));
+
+  const Run all = run_cli("run pv-format --long-keys 0 --datasets smollm2 --layers all --q-heads all --tokens 32 --threads 2 "
+                          "--no-plots --out " + (out / "all").string());
+  INFO(all.output);
+  REQUIRE(all.status == 0);
+  const nlohmann::json every =
+      nlohmann::json::parse(read_text(out / "all" / "provenance.json")).at("config").at("datasets").at("smollm2");
+  CHECK(every.at("layers") == nlohmann::json({0, 10, 20, 29}));  // the committed capture's files
+  CHECK(every.at("q_heads") == nlohmann::json({0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  CHECK(read_text(out / "all" / "metrics.csv").find(",L20H7,") != std::string::npos);
+
+  // The accumulator's windows up to the tokens read.
+  const Run lengths = run_cli("run accumulator --datasets smollm2 --layers 0 --q-heads 0 --tokens 512 --real-lengths 128,512 "
+                              "--queries 64 --threads 2 --no-plots --out " + (out / "lengths").string());
+  INFO(lengths.output);
+  REQUIRE(lengths.status == 0);
+  CHECK(read_text(out / "lengths" / "metrics.csv").find("@ 512 keys") != std::string::npos);
 }

@@ -1,10 +1,17 @@
 // lowbit run --device gpu without a GPU (experiments/run/harness.hpp, "The GPU beside the
 // emulation"): the comparison of the GPU's output codes and LSE with the emulation's on given
 // results, gpu-check.json, table.md's section and the failure message written from given records,
+// --no-check's left-out variants through the results (whole, shards, merge),
 // and the program's refusals and its exit 77 where no GPU is visible (CUDA_VISIBLE_DEVICES empty,
 // so the path is the same on a machine with one). The GPU runs are the ctest gpu:lowbit-run-*.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -115,6 +122,120 @@ TEST_CASE("gpu-check.json: per variant and dataset, summed over its parts, and e
   CHECK_FALSE(ex::gpu_check_failure(records));
 }
 
+TEST_CASE("under --no-check a variant no kernel computes is left out, listed with its reason, never counted as checked") {
+  const ex::DeviceRun alone{ex::kRanOnGpu, "", {}, "", {}, {}};
+  const ex::DeviceRun left_out{ex::kLeftOut, "sage2-8b kernel: stage accumulation is 'in-place'", {}, "", {}, {}};
+  const std::vector<ex::DeviceRecord> records{
+      record("FP22", "smollm2", "FP22 on smollm2, layer 0", alone),
+      record("FP22, in place", "smollm2", "FP22, in place on smollm2, layer 0", left_out),
+      record("FP22, in place", "smollm2", "FP22, in place on smollm2, layer 10", left_out),
+  };
+  const nlohmann::ordered_json doc = ex::gpu_check_json("accumulator", false, "abc123", nlohmann::json::array(), records);
+  CHECK(doc.at("device") == "gpu --no-check");
+  CHECK_THAT(doc.at("what").get<std::string>(), Catch::Contains("left out"));
+  REQUIRE(doc.at("evaluations").size() == 2);
+  const auto& row = doc.at("evaluations").at(1);
+  CHECK(row.at("ran_on") == "left out");
+  CHECK(row.at("work_items") == 2);
+  CHECK(row.at("reason") == left_out.reason);
+  CHECK(row.at("codes_compared") == 0);
+  const auto& totals = doc.at("totals");
+  CHECK(totals.at("work_items_left_out") == 2);
+  CHECK(totals.at("work_items_gpu_alone") == 1);
+  CHECK(totals.at("work_items_checked") == 0);
+  CHECK(totals.at("work_items_emulated_only") == 0);
+  CHECK(doc.at("passed") == true);
+  const std::string md = ex::gpu_check_markdown(false, nlohmann::json::array(), records);
+  CHECK_THAT(md, Catch::Contains("| FP22, in place | smollm2 | left out: sage2-8b kernel: stage accumulation is 'in-place' | 0 | 0 | 0 | 0 |"));
+  CHECK_THAT(md, Catch::Contains("| FP22 | smollm2 | gpu | 0 | 0 | 0 | 0 |"));
+  CHECK_THAT(md, Catch::Contains("were left out (not run, not emulated"));
+}
+
+namespace {
+
+// A results folder's file as text.
+std::string file_text(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The harness's records of a --device gpu --no-check sweep of two items on one dataset, as evaluate()
+// returns them: "on the GPU" ran alone, "no kernel" was left out. Whole (shard nullopt), a shard, or
+// a merge of the given shards' folders.
+void no_check_sweep(const std::string& out, std::optional<ex::Shard> shard, std::vector<std::string> merge = {}) {
+  ex::CommonOptions o;
+  o.out = out;
+  o.device = "gpu";
+  o.check = false;
+  o.gpu = {{"gpu", "NVIDIA H100"}, {"gpu_arch", "sm_90"}, {"gpu_driver", "580"}};  // experiment_main's, from the GPU
+  o.shard = shard;
+  o.merge = std::move(merge);
+  const char* argv[] = {"lowbit-run-test"};
+  ex::ExperimentResults results("accumulator", o, 1, const_cast<char**>(argv));
+  const ex::Dataset d = ex::synthetic_dataset("synthetic", "default", 2, 16, 64, 1, false);
+  const std::vector<double> reference(2 * 16 * 64, 1.0);
+  std::vector<double> output = reference;
+  output[5] = 1.5;
+  const auto on_gpu = [&] {
+    ex::Evaluation e = ex::compare_heads(reference, output, 2, d.head_labels);
+    e.device = ex::DeviceRun{ex::kRanOnGpu, "", {}, "", {}, {}};
+    return ex::ItemResult{{{"on the GPU", e}}, {}};
+  };
+  const auto no_kernel = [&] {
+    ex::Evaluation e;
+    e.device = ex::DeviceRun{ex::kLeftOut, "no kernel computes it", {}, "", {}, {}};
+    return ex::ItemResult{{{"no kernel", e}}, {}};
+  };
+  results.item(d, "on the GPU on synthetic", on_gpu);
+  results.item(d, "no kernel on synthetic", no_kernel);
+  if (results.finish_shard()) return;
+  CHECK(results.summary("on the GPU", "synthetic").heads == 2);
+  const ex::Summary& left = results.summary("no kernel", "synthetic");
+  CHECK(left.heads == 0);
+  CHECK(std::isnan(left.cosine_mean));
+  CHECK(std::isnan(left.rel_l1_worst));
+  CHECK_THROWS_AS(results.summary("never run", "synthetic"), std::logic_error);
+  results.write("left out");
+}
+
+}  // namespace
+
+TEST_CASE("under --no-check the left-out variant has no rows, gpu-check.json and table.md list it, and shards merge to the same") {
+  const std::filesystem::path base = std::filesystem::path(LOWBIT_TEST_OUT) / "left-out";
+  std::filesystem::remove_all(base);
+  no_check_sweep((base / "whole").string(), std::nullopt);
+  for (const char* file : {"metrics.csv", "summary.csv", "distribution.csv"}) {
+    const std::string text = file_text(base / "whole" / file);
+    INFO(file);
+    CHECK_THAT(text, Catch::Contains("on the GPU (GPU)"));
+    CHECK_THAT(text, !Catch::Contains("no kernel"));
+  }
+  const std::string table = file_text(base / "whole" / "table.md");
+  CHECK_THAT(table, Catch::Contains("| no kernel | synthetic | left out: no kernel computes it | 0 | 0 | 0 | 0 |"));
+  CHECK_THAT(table, !Catch::Contains("| no kernel | 0"));  // no row in the metrics tables
+  const nlohmann::json check = nlohmann::json::parse(file_text(base / "whole" / "gpu-check.json"));
+  CHECK(check.at("totals").at("work_items_left_out") == 1);
+  CHECK(check.at("totals").at("work_items_gpu_alone") == 1);
+  CHECK(check.at("totals").at("work_items_checked") == 0);
+
+  no_check_sweep((base / "shard-1").string(), ex::Shard{1, 2});
+  no_check_sweep((base / "shard-2").string(), ex::Shard{2, 2});
+  const nlohmann::json manifest = nlohmann::json::parse(file_text(base / "shard-2" / "shard.json"));
+  CHECK(manifest.at("records").at(0).at("evaluations").at(0).at("device").at("ran_on") == "left out");
+  no_check_sweep((base / "merged").string(), std::nullopt, {(base / "shard-2").string(), (base / "shard-1").string()});
+  for (const char* file : {"metrics.csv", "summary.csv", "distribution.csv"}) {
+    INFO(file);
+    std::string whole = file_text(base / "whole" / file), merged = file_text(base / "merged" / file);
+    REQUIRE(whole.find("\nexperiment,") != std::string::npos);
+    whole.erase(0, whole.find("\nexperiment,"));  // past the provenance lines
+    merged.erase(0, merged.find("\nexperiment,"));
+    CHECK(merged == whole);
+  }
+  const nlohmann::json merged = nlohmann::json::parse(file_text(base / "merged" / "gpu-check.json"));
+  CHECK(merged.at("evaluations") == check.at("evaluations"));  // its "gpus" are the shards'
+  CHECK(merged.at("totals") == check.at("totals"));
+}
+
 TEST_CASE("gpu_check_failure: the counts, and the first difference's variant, dataset, item and head") {
   ForwardResult gpu = result();
   gpu.output_codes[5] ^= 0x10;
@@ -148,7 +269,8 @@ TEST_CASE("lowbit run --device gpu: refusals, and exit 77 where no GPU is visibl
   CHECK_THAT(tpu.output, Catch::Contains("--device"));
   const auto help = run_command(lowbit + "--help");
   CHECK(help.status == 0);
-  CHECK_THAT(help.output, Catch::Contains("--device") && Catch::Contains("--no-check") && Catch::Contains("emulated only"));
+  CHECK_THAT(help.output, Catch::Contains("--device") && Catch::Contains("--no-check") && Catch::Contains("emulated only") &&
+                             Catch::Contains("left out, not emulated"));
 }
 
 #if defined(LOWBIT_HAVE_KERNELS)

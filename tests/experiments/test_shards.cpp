@@ -168,6 +168,47 @@ TEST_CASE("every experiment in 3 shards, merged, writes the files of one whole r
   }
 }
 
+TEST_CASE("SmolLM2 heads picked by --layers and --q-heads, in 3 shards merged, write the files of one whole run",
+          "[experiments][shard]") {
+  const fs::path base = fresh("shards-layers");
+  const std::string options = "--datasets smollm2 --layers 20,0 --q-heads all --tokens 64 --threads 2 --no-plots";
+  const Run whole = run_cli("run granularity " + options + " --out " + (base / "whole").string());
+  INFO(whole.output);
+  REQUIRE(whole.status == 0);
+  const std::vector<std::string> shards = run_shards(base, "granularity", options, 3);
+  const nlohmann::json items = nlohmann::json::parse(read(fs::path(shards[0]) / "shard.json")).at("items");
+  CHECK(items.size() == 16);  // 8 variants x layers 20 and 0
+  CHECK(items.at(0) == "per-token (P, V FP16) on smollm2, layer 20");
+  CHECK(nlohmann::json::parse(read(fs::path(shards[1]) / "shard.json")).at("options").at("layers") == "20,0");
+  const fs::path merged = base / "merged";
+  const Run merge = run_cli("run-merge --no-plots " + merged.string() + joined(shards));
+  INFO(merge.output);
+  REQUIRE(merge.status == 0);
+  const auto expected = results_of(base / "whole"), got = results_of(merged);
+  REQUIRE(expected.count("metrics.csv"));
+  CHECK(expected.at("metrics.csv").find(",L20H8,") != std::string::npos);
+  CHECK(got == expected);
+  CHECK(provenance_of(merged) == provenance_of(base / "whole"));
+  // Shards of other layers are another sweep.
+  const fs::path other = base / "other-layers";
+  REQUIRE(run_cli("run granularity " + options.substr(0, options.find("20,0")) + "20,10" +
+                  options.substr(options.find("20,0") + 4) + " --shard 2/3 --out " + other.string())
+              .status == 0);
+  const Run mixed = run_cli("run-merge --no-plots " + (base / "mixed").string() + " " + shards[0] + " " + other.string() + " " + shards[2]);
+  CHECK(mixed.status != 0);
+  CHECK_THAT(mixed.output, Catch::Contains("--layers '20,10'") && Catch::Contains("not one sweep"));
+}
+
+TEST_CASE("parse_indices: distinct indices from 0, comma-separated", "[experiments][shard]") {
+  using lowbit::experiments::parse_indices;
+  CHECK(parse_indices("0").value() == std::vector<int>{0});
+  CHECK(parse_indices("29,0,10").value() == std::vector<int>{29, 0, 10});
+  for (const char* bad : {"", ",", "1,", ",1", "1,,2", "a", "1 ,2", "-1", "1,1", "all", "1.5"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_indices(bad));
+  }
+}
+
 TEST_CASE("a merge of shards that are not one whole sweep fails naming the shard", "[experiments][shard]") {
   const std::string options = "--datasets synthetic --heads 2 --tokens 64 --threads 2 --no-plots";
   const fs::path base = fresh("shards-bad");

@@ -1,0 +1,116 @@
+#!/bin/bash
+# Issue 36, part 3: the granularity, smoothing, pv-format and accumulator experiments on every layer
+# and head of a SmolLM2-135M capture at 8192 tokens, on the GPU alone (--no-check: variants no
+# kernel computes are left out, listed in each gpu-check.json), then one checked slice (layer 0,
+# Q head 0, 8192 tokens, GPU and emulation compared code by code).
+#
+# Run from the repository root on the GPU machine:
+#   scripts/device/real_scale_sweeps.sh LOWBIT
+# LOWBIT: a built `lowbit` (with the CUDA kernels). $OUT: the folder whose files come back. Needs
+# the GGUF's pieces .gguf-parts/smollm2.gguf.part-aa, -ab, ... (joined in name order; its SHA-256
+# checked against capture.json's) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh
+# writes both), python3 with numpy and tokenizers.
+# Steps, in this order, and their expected time on 16 cores and an H100 (extrapolated from 2 shared
+# cores, untried on the device; each is printed as it ends):
+#   join and check the GGUF, install gguf                                        ~5 s
+#   capture: 30 layers x 8192 tokens of the saltmarsh text (float64 numpy;
+#     ~6-8 CPU s a layer on its 16 threads, plus ~10 s loading and saving)       ~0.5-1.5 min
+#   granularity (--no-check; 8 variants x 270 heads)                             ~1 min
+#   checked slice: granularity on layer 0, Q head 0, emulated beside the GPU     ~1-1.5 min
+#   pv-format, smoothing (--no-check)                                            ~1 min each
+#   accumulator (--no-check; windows of 128 queries at 1K-8K keys, Table 13)     ~1-1.5 min
+#   pack                                                                         ~10 s
+# The whole run keeps within BUDGET seconds (default 480): each step is cut (timeout) where it
+# would pass BUDGET less 20 s for packing, and a step with under 20 s left is skipped; summary.md
+# marks either. Back in $OUT: summary.md (times, exit codes, each run's gpu-check.json totals and
+# table.md), capture.json, real-scale.tar.xz (every result folder but .npy heatmaps and plots, and
+# the logs; split into real-scale.tar.xz.part-aa, ... past 15 MB). Exit 0 when every step ran and
+# exited 0, else 1.
+# For a trial elsewhere: TOKENS, REAL_LENGTHS, LAYERS, Q_HEADS, THREADS, BUDGET, DEVICE (cpu: no
+# GPU, everything emulated) and CAPTURE (a folder holding a capture already: no capture step).
+set -uo pipefail
+lowbit=$(realpath "${1:?usage: scripts/device/real_scale_sweeps.sh LOWBIT (with OUT set)}")
+out=${OUT:?OUT: the folder whose files come back}
+tokens=${TOKENS:-8192}
+real_lengths=${REAL_LENGTHS:-1024,2048,4096,8192}
+layers=${LAYERS:-all}
+q_heads=${Q_HEADS:-all}
+threads=${THREADS:-16}
+device=${DEVICE:-gpu}
+deadline=$(($(date +%s) + ${BUDGET:-480} - 20))  # 20 s kept for packing
+text=experiments/data/qwen2.5-coder-1.5b/text.txt  # 9,049 SmolLM2 tokens: the repository's longest prose
+work=/tmp/real-scale
+mkdir -p "$out" "$work"
+summary=$work/summary.md
+echo "# Real-scale sweeps: SmolLM2-135M, $tokens tokens, layers $layers, Q heads $q_heads, --device $device" > "$summary"
+echo "" >> "$summary"
+echo "| step | seconds | exit |" >> "$summary"
+echo "|---|---|---|" >> "$summary"
+failed=0
+
+# Runs "$@" as step NAME (its output in $work/NAME.log) within the time left, timing it; records
+# the time and exit code.
+step() {
+  local name=$1 start rc seconds status left=$((deadline - $(date +%s)))
+  shift
+  if [ $left -lt 20 ]; then
+    echo "| $name | - | skipped: the budget was spent |" >> "$summary"
+    echo "== $name: skipped, the budget was spent" >&2
+    failed=1
+    return 1
+  fi
+  start=$(date +%s%N)
+  timeout "$left" "$@" > "$work/$name.log" 2>&1
+  rc=$?
+  seconds=$((($(date +%s%N) - start) / 1000000000))
+  status=$rc
+  if [ $rc -eq 124 ]; then status="124 (timed out: cut at $left s, the budget's end)"; fi
+  echo "| $name | $seconds | $status |" >> "$summary"
+  echo "== $name: $seconds s, exit $status" >&2
+  tail -n 3 "$work/$name.log" >&2
+  [ $rc -eq 0 ] || failed=1
+  return $rc
+}
+
+if [ -z "${CAPTURE:-}" ]; then
+  capture=/tmp/cap8k
+  want=$(python3 -c 'import json; print(json.load(open("experiments/data/smollm2-135m/capture.json"))["gguf_sha256"])')
+  cat .gguf-parts/smollm2.gguf.part-* > /tmp/smollm2.gguf || exit 1
+  got=$(sha256sum /tmp/smollm2.gguf | cut -d' ' -f1)
+  if [ "$got" != "$want" ]; then echo "the joined GGUF's SHA-256 is $got, not $want" >&2; exit 1; fi
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/gguf-*.whl || exit 1
+  step capture env PYTHONPATH=/tmp/site LOWBIT_BLAS_THREADS="$threads" python3 experiments/data/capture_smollm2.py \
+    --gguf /tmp/smollm2.gguf --text "$text" --tokens "$tokens" --all-layers --no-check --out "$capture" || exit 1
+else
+  capture=$CAPTURE
+fi
+cp "$capture/capture.json" "$out/capture.json"
+
+common=(--data-dir "$capture" --datasets smollm2 --tokens "$tokens" --device "$device" --threads "$threads" --no-plots)
+alone=("${common[@]}" --layers "$layers" --q-heads "$q_heads")
+[ "$device" = gpu ] && alone+=(--no-check)
+step granularity "$lowbit" run granularity "${alone[@]}" --out "$work/granularity"
+# One slice checked at full length: the GPU's output codes and LSE against the emulation's (second:
+# it proves the kernels at N = 8192 while the budget is whole).
+step checked-slice "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 --out "$work/checked-slice"
+step pv-format "$lowbit" run pv-format "${alone[@]}" --out "$work/pv-format"
+step smoothing "$lowbit" run smoothing "${alone[@]}" --out "$work/smoothing"
+step accumulator "$lowbit" run accumulator "${alone[@]}" --real-lengths "$real_lengths" --out "$work/accumulator"
+
+for dir in granularity checked-slice pv-format smoothing accumulator; do
+  echo -e "\n---\n\n# $dir" >> "$summary"
+  if [ -f "$work/$dir/gpu-check.json" ]; then
+    python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["totals"]; print("\ngpu-check.json totals:", json.dumps(t))' \
+      "$work/$dir/gpu-check.json" >> "$summary"
+  fi
+  if [ -f "$work/$dir/table.md" ]; then grep -v '^<!--' "$work/$dir/table.md" >> "$summary"; else echo "(no table.md)" >> "$summary"; fi
+done
+cp "$summary" "$out/summary.md"
+(cd "$work" && tar --exclude='*.npy' --exclude='*.png' -cJf /tmp/real-scale.tar.xz .)
+if [ "$(stat -c %s /tmp/real-scale.tar.xz)" -gt 15000000 ]; then
+  split -b 15M /tmp/real-scale.tar.xz "$out/real-scale.tar.xz.part-"
+else
+  cp /tmp/real-scale.tar.xz "$out/"
+fi
+ls -l "$out" >&2
+exit $failed
