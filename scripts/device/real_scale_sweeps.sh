@@ -10,6 +10,13 @@
 # the GGUF's pieces .gguf-parts/smollm2.gguf.part-aa, -ab, ... (joined in name order; its SHA-256
 # checked against capture.json's) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh
 # writes both), python3 with numpy and tokenizers.
+# Getting the GGUF there (98 MB; a call carries at most 64 MiB, the tree included, and the tree is
+# 57 MB): on a branch of the commit to run that deletes verification/, results/ and the Qwen sample's
+# .npy files (12 MB left; the run reads none of them; set LOWBIT_GIT_SHA to the commit's SHA), two
+# calls back to back on one warm machine (it goes back 30 s after a call): the first carries
+# .device-deps and one half of the GGUF in its own folder (say .gguf-a/) and builds lowbit (over
+# 4 minutes there), the second carries the other half in another folder (.gguf-b/; a folder the
+# first call carried stays there unless named again), joins both into .gguf-parts/ and runs this.
 # Steps, in this order, and their expected time on 16 cores and an H100 (extrapolated from 2 shared
 # cores, untried on the device; each is printed as it ends):
 #   join and check the GGUF, install gguf                                        ~5 s
