@@ -93,6 +93,15 @@ std::string joined(const std::vector<std::string>& dirs) {
   return s;
 }
 
+// Merges the shards (in the order given) into base/merged; the files of base/whole and of the merge.
+std::pair<std::map<std::string, std::string>, std::map<std::string, std::string>> whole_and_merged(
+    const fs::path& base, const std::vector<std::string>& shards) {
+  const Run merge = run_cli("run-merge --no-plots " + (base / "merged").string() + joined(shards));
+  INFO(merge.output);
+  REQUIRE(merge.status == 0);
+  return {results_of(base / "whole"), results_of(base / "merged")};
+}
+
 }  // namespace
 
 TEST_CASE("Shard I/N: parsed and checked, and every item in exactly one shard", "[experiments][shard]") {
@@ -147,10 +156,7 @@ TEST_CASE("every experiment in 3 shards, merged, writes the files of one whole r
       // In any order.
       std::swap(shards[0], shards[2]);
       const fs::path merged = base / "merged";
-      const Run merge = run_cli("run-merge --no-plots " + merged.string() + joined(shards));
-      INFO(merge.output);
-      REQUIRE(merge.status == 0);
-      const auto expected = results_of(base / "whole"), got = results_of(merged);
+      const auto [expected, got] = whole_and_merged(base, shards);
       REQUIRE(expected.count("metrics.csv"));
       REQUIRE(expected.count("summary.csv"));
       REQUIRE(expected.count("table.md"));
@@ -181,10 +187,7 @@ TEST_CASE("SmolLM2 heads picked by --layers and --q-heads, in 3 shards merged, w
   CHECK(items.at(0) == "per-token (P, V FP16) on smollm2, layer 20");
   CHECK(nlohmann::json::parse(read(fs::path(shards[1]) / "shard.json")).at("options").at("layers") == "20,0");
   const fs::path merged = base / "merged";
-  const Run merge = run_cli("run-merge --no-plots " + merged.string() + joined(shards));
-  INFO(merge.output);
-  REQUIRE(merge.status == 0);
-  const auto expected = results_of(base / "whole"), got = results_of(merged);
+  const auto [expected, got] = whole_and_merged(base, shards);
   REQUIRE(expected.count("metrics.csv"));
   CHECK(expected.at("metrics.csv").find(",L20H8,") != std::string::npos);
   CHECK(got == expected);
