@@ -1,5 +1,5 @@
 // variant_attention.hpp: which pipelines the sage2-4b family runs, and the host side of a run (the
-// emulator's operands laid out as variant_kernel.cu reads them, the output rounded as forward()).
+// emulator's operands laid out as the kernel (variant_kernel.cuh) reads them, the output rounded as forward()).
 #include "kernels/attention/variant_attention.hpp"
 
 #include <chrono>
