@@ -44,6 +44,8 @@ bool block_scaled(la::Granularity g) { return g == la::Granularity::nvfp4 || g =
 std::optional<std::string> VariantLaunch::validate() const {
   if (head_dim != 64 && head_dim != 128) return fmt::format("head_dim {}: 64 or 128", head_dim);
   if (in_place && pv == PvInstruction::s8) return std::string("in_place with P V on s8: an s32 accumulator cannot take fp32 o");
+  if (p_per_block && (in_place || !(p_target > 0)))
+    return fmt::format("p_per_block: two-level accumulation and a positive p_target ({}) only", p_target);
   const int pv_steps = pv == PvInstruction::f16 ? 4 : 2;  // k steps of a 64-key block
   if (mmas_per_flush < 0 || mmas_per_flush > pv_steps || (mmas_per_flush > 0 && pv_steps % mmas_per_flush != 0))
     return fmt::format("mmas_per_flush {}: 0 or a divisor of the block's {} P V k steps", mmas_per_flush, pv_steps);
@@ -92,9 +94,9 @@ std::optional<std::string> variant_unsupported(const la::Pipeline& pl) {
   if (pl.p.format != pv->element || pl.v.element != pv->element || block_scaled(pl.v.granularity))
     return fmt::format("P {}, V {}: the P V instruction takes {} P and V without block scales", format_name(pl.p.format),
                        pl.v.text(), format_name(pv->element));
-  if (pl.p.scale != la::PScale::static_exponent)
-    return fmt::format("p scale {}: the family casts P at its static scale only (per-block and block-scaled P "
-                       "need a reduction over the thread block it does not have)", la::to_string(pl.p.scale));
+  if (pl.p.scale != la::PScale::static_exponent && pl.p.scale != la::PScale::per_block)
+    return fmt::format("p scale {}: the family casts P at its static scale or with one scale per block (block-scaled "
+                       "P needs a block-scaled P V instruction)", la::to_string(pl.p.scale));
   if (pl.p.rounding != Rounding::nearest_even && pl.p.rounding != Rounding::toward_zero)
     return std::string("p rounding: nearest even or toward zero only");
   if (pl.p_keys != la::PKeys::natural)
@@ -128,6 +130,8 @@ la::ForwardResult variant_forward(const la::Pipeline& pl, const Tensor4& q, cons
   l.in_place = pl.accumulation.mode == la::Accumulation::in_place;
   l.mmas_per_flush = pl.accumulation.mmas_per_flush;
   l.p_toward_zero = pl.p.rounding == Rounding::toward_zero;
+  l.p_per_block = pl.p.scale == la::PScale::per_block;
+  if (l.p_per_block) l.p_target = float(max_finite(pl.p.format));
   l.smooth_q = pl.smoothing.q;
   l.smooth_v = pl.smoothing.v;
   l.causal = cx.causal;

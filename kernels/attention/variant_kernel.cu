@@ -79,6 +79,8 @@ VariantOutput run_variant(const VariantLaunch& l) {
   p.keys_padded = l.keys_padded;
   p.mmas_per_flush = l.mmas_per_flush;
   p.p_toward_zero = l.p_toward_zero;
+  p.p_per_block = l.p_per_block;
+  p.p_target = l.p_target;
   p.smooth_q = l.smooth_q;
   p.smooth_v = l.smooth_v;
   p.causal = l.causal;

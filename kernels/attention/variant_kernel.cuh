@@ -9,10 +9,12 @@
 //      masked keys -inf
 //   2-6. row max (std::max's fold over the columns in order: the first maximum wins, so signed zeros
 //      are the emulator's), offset, alpha, p, each lane's tree sum (kernel_steps.hpp)
-//   7. P codes in P's format, staged in shared memory and read back as the P V instruction's A
-//      fragment (so every key keeps its column: Hopper's FP8 mma.sync sums are not order-free)
-//   8-9. two-level: R = P V from +0 per flush interval, o = accumulate_output(o, alpha or 1, R);
-//      in place: o = alpha o, then P V accumulated onto o
+//   7. P codes in P's format, at its static scale or divided by the block's s_P = amax(P) / max
+//      finite (amax over the tile's queries: a reduction over the thread block), staged in shared
+//      memory and read back as the P V instruction's A fragment (so every key keeps its column:
+//      Hopper's FP8 mma.sync sums are not order-free)
+//   8-9. two-level: R = P V from +0 per flush interval (times s_P per block), o =
+//      accumulate_output(o, alpha or 1, R); in place: o = alpha o, then P V accumulated onto o
 // End of row: l from the 4 lanes (combine_lanes), output = normalize_output (+ V's mean), LSE.
 // Every fragment's (row, col) comes from the instruction records (kernels/sm90/mma_sync.cuh).
 //
@@ -45,9 +47,9 @@ struct Params {
   float *out, *lse;
   int heads, kv_heads, tokens, keys, tokens_padded, keys_padded;
   int mmas_per_flush;
-  bool p_toward_zero, smooth_q, smooth_v, causal, descending;
+  bool p_toward_zero, p_per_block, smooth_q, smooth_v, causal, descending;
   int causal_offset;
-  float softmax_scale_log2, p_log2_scale;
+  float softmax_scale_log2, p_log2_scale, p_target;
   steps::Exp2 exp2;
 };
 
@@ -114,6 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) variant_attention(Params p) {
 
   __shared__ float delta[kBlockKv];                                  // Q smoothing's qbar . k'
   __shared__ std::uint16_t p_tile[kWarps][kWarpRows][kBlockKv];     // each warp's P codes
+  __shared__ float warp_amax[2][kWarps];                              // P per block: by KV block parity
 
   const int block = blockIdx.x, bh = blockIdx.y;
   const int group = p.heads / p.kv_heads, bg = bh / p.heads * p.kv_heads + bh % p.heads / group;
@@ -196,7 +199,7 @@ __global__ void __launch_bounds__(kWarps * 32) variant_attention(Params p) {
         }
     }
 
-    // 2-7. The online softmax of each row, and P's codes.
+    // 2-6. The online softmax of each row; s keeps P's values.
     float alpha[kMTiles][2];
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
@@ -226,12 +229,42 @@ __global__ void __launch_bounds__(kWarps * 32) variant_attention(Params p) {
           for (int e = 0; e < 2; ++e) {
             const float pr = steps::probability(s[mt][nt][2 * h + e], offset_new, p.exp2);
             probabilities[2 * nt + e] = pr;
-            p_tile[warp][row_of(mt, h) - warp_row][col_of(nt, e)] = p_code<Pv>(pr, p.p_toward_zero);
+            s[mt][nt][2 * h + e] = pr;
           }
         lane_sum[mt][h] = steps::update_row_sum(lane_sum[mt][h], alpha[mt][h], steps::tree_sum<2 * kNTiles>(probabilities));
         m[mt][h] = m_new;
         offset[mt][h] = offset_new;
       }
+
+    // 7. P's codes, per block divided by s_P (the tile's rows past the last query take no part in the amax).
+    float p_scale = 1.0f;
+    if (p.p_per_block) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          if (row_of(mt, i / 2) < p.tokens)
+#pragma unroll
+            for (int nt = 0; nt < kNTiles; ++nt) amax = fmaxf(amax, s[mt][nt][i]);
+#pragma unroll
+      for (int x = 1; x < 32; x *= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, x));
+      if (lane == 0) warp_amax[step & 1][warp] = amax;
+      __syncthreads();
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) amax = fmaxf(amax, warp_amax[step & 1][w]);
+      p_scale = steps::div_rn(amax, p.p_target);
+    }
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kNTiles; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          // A zero scale (every P of the tile 0) gives zero codes, as the quantizer's.
+          const float x = !p.p_per_block ? s[mt][nt][i] : p_scale == 0.0f ? 0.0f : steps::div_rn(s[mt][nt][i], p_scale);
+          p_tile[warp][row_of(mt, i / 2) - warp_row][col_of(nt, i % 2)] = p_code<Pv>(x, p.p_toward_zero);
+        }
     __syncwarp();
 
     // 8-9. P V into o.
@@ -267,9 +300,11 @@ __global__ void __launch_bounds__(kWarps * 32) variant_attention(Params p) {
             std::uint32_t acc[4] = {};
             for (int ks = k0; ks < min(k0 + flush, kPvSteps); ++ks) PvMma::run(acc, pa[mt][ks], b[ks], acc);
 #pragma unroll
-            for (int i = 0; i < 4; ++i)
-              o[mt][vt][i] = steps::accumulate_output(o[mt][vt][i], k0 == 0 ? alpha[mt][i / 2] : 1.0f,
-                                                      accumulator_value<Pv == PvInstruction::s8>(acc[i]));
+            for (int i = 0; i < 4; ++i) {
+              float r = accumulator_value<Pv == PvInstruction::s8>(acc[i]);
+              if (p.p_per_block) r = steps::mul_rn(r, p_scale);
+              o[mt][vt][i] = steps::accumulate_output(o[mt][vt][i], k0 == 0 ? alpha[mt][i / 2] : 1.0f, r);
+            }
           }
         }
       }

@@ -25,6 +25,10 @@ struct VariantLaunch {
   // Run-time choices.
   int mmas_per_flush = 0;     // two-level: k steps per fresh accumulator (0: the KV block)
   bool p_toward_zero = false; // P's cast (int8, fp16): cvt.rzi / cvt.rz, else nearest even
+  // P per block: each block's P divided by s_P = amax(P of the tile's queries) / p_target before its cast,
+  // R multiplied by s_P (two-level only); else P is cast at its static scale.
+  bool p_per_block = false;
+  float p_target = 0;         // per block: the largest finite value of P's format
   bool smooth_q = false, smooth_v = false;
   bool causal = false;
   int causal_offset = 0;      // a row's last visible key minus the row

@@ -7,16 +7,16 @@
 # Run from the repository root on the GPU machine:
 #   scripts/device/real_scale_sweeps.sh LOWBIT
 # LOWBIT: a built `lowbit` (with the CUDA kernels). $OUT: the folder whose files come back. Needs
-# the GGUF's pieces .gguf-parts/smollm2.gguf.part-aa, -ab, ... (joined in name order; its SHA-256
-# checked against capture.json's) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh
-# writes both), python3 with numpy and tokenizers.
-# Getting the GGUF there (98 MB; a call carries at most 64 MiB, the tree included, and the tree is
-# 57 MB): on a branch of the commit to run that deletes verification/, results/ and the Qwen sample's
-# .npy files (12 MB left; the run reads none of them; set LOWBIT_GIT_SHA to the commit's SHA), two
-# calls back to back on one warm machine (it goes back 30 s after a call): the first carries
-# .device-deps and one half of the GGUF in its own folder (say .gguf-a/) and builds lowbit (over
-# 4 minutes there), the second carries the other half in another folder (.gguf-b/; a folder the
-# first call carried stays there unless named again), joins both into .gguf-parts/ and runs this.
+# the trimmed GGUF's pieces .gguf-parts/smollm2-trimmed.gguf.xz.part-aa, -ab (joined in name order,
+# decompressed, its SHA-256 checked against .gguf-parts/trimmed.json, whose source must be
+# capture.json's GGUF) and .whl/gguf-0.19.0-py3-none-any.whl (scripts/device/pack_gguf.sh writes
+# them), python3 with numpy and tokenizers.
+# Getting the GGUF there (63 MB compressed; a call carries at most 64 MiB, the tree included, and the
+# tree is 57 MB): with the tree's verification/ and results/ out of the working tree for the two calls
+# (git checkout brings them back; the run reads neither; set LOWBIT_GIT_SHA), two calls back to back
+# on one warm machine (it goes back 30 s after a call): the first carries one piece in a folder of its
+# own (say .gguf-a/) and copies it to /tmp, the second the other (.gguf-b/), puts both in
+# .gguf-parts/ and runs this.
 # Steps, in this order, and their expected time on 16 cores and an H100 (extrapolated from 2 shared
 # cores, untried on the device; each is printed as it ends):
 #   join and check the GGUF, install gguf                                        ~5 s
@@ -81,10 +81,14 @@ step() {
 
 if [ -z "${CAPTURE:-}" ]; then
   capture=/tmp/cap8k
-  want=$(python3 -c 'import json; print(json.load(open("experiments/data/smollm2-135m/capture.json"))["gguf_sha256"])')
-  cat .gguf-parts/smollm2.gguf.part-* > /tmp/smollm2.gguf || exit 1
+  source_sha=$(python3 -c 'import json; print(json.load(open("experiments/data/smollm2-135m/capture.json"))["gguf_sha256"])')
+  record_source=$(python3 -c 'import json; print(json.load(open(".gguf-parts/trimmed.json"))["source_sha256"])')
+  want=$(python3 -c 'import json; print(json.load(open(".gguf-parts/trimmed.json"))["trimmed_sha256"])')
+  if [ "$record_source" != "$source_sha" ]; then echo "trimmed.json: trimmed from $record_source, not the capture's $source_sha" >&2; exit 1; fi
+  cat .gguf-parts/smollm2-trimmed.gguf.xz.part-* | xz -dc > /tmp/smollm2.gguf || exit 1
   got=$(sha256sum /tmp/smollm2.gguf | cut -d' ' -f1)
-  if [ "$got" != "$want" ]; then echo "the joined GGUF's SHA-256 is $got, not $want" >&2; exit 1; fi
+  if [ "$got" != "$want" ]; then echo "the joined GGUF's SHA-256 is $got, not trimmed.json's $want" >&2; exit 1; fi
+  cp .gguf-parts/trimmed.json "$out/gguf-trimmed.json"
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/gguf-*.whl || exit 1
   step capture env PYTHONPATH=/tmp/site LOWBIT_BLAS_THREADS="$threads" python3 experiments/data/capture_smollm2.py \
     --gguf /tmp/smollm2.gguf --text "$text" --tokens "$tokens" --all-layers --no-check --out "$capture" || exit 1

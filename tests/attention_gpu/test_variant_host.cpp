@@ -35,7 +35,7 @@ void check_same(const attention::QuantizedHead& a, const attention::QuantizedHea
 
 }  // namespace
 
-TEST_CASE("variant family: the experiments' sage2-4b variants run as Hopper twins but P per block and products of values") {
+TEST_CASE("variant family: the experiments' sage2-4b variants run as Hopper twins but products of values") {
   std::map<std::string, std::string> refused;
   for (const tests::VariantSpec& v : tests::sage2_4b_experiment_variants()) {
     // The Ada pipeline itself is refused for its arithmetic.
@@ -44,9 +44,7 @@ TEST_CASE("variant family: the experiments' sage2-4b variants run as Hopper twin
     CHECK_THAT(*ada, Catch::Contains("arch sm_89") && Catch::Contains("arch=sm_90"));
     if (auto why = variant_unsupported(tests::variant_pipeline(v, 128, true))) refused[v.name] = *why;
   }
-  REQUIRE(refused.size() == 3);
-  CHECK_THAT(refused["pv-format: INT8, P per block"], Catch::Contains("p scale per"));
-  CHECK_THAT(refused["pv-format: INT8, P per block, truncated"], Catch::Contains("p scale per"));
+  REQUIRE(refused.size() == 1);
   CHECK_THAT(refused["formats: Q,K int8 | P,V e4m3 (products of values)"], Catch::Contains("qk fp32-fma:"));
 }
 
@@ -147,6 +145,13 @@ TEST_CASE("VariantLaunch: validate names the choice or the operand that does not
   bad.pv = PvInstruction::s8;
   bad.in_place = true;
   CHECK_THAT(bad.validate().value_or(""), Catch::Contains("in_place"));
+  bad = l;
+  bad.p_per_block = true;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("p_target"));
+  bad.p_target = 127;
+  CHECK_FALSE(bad.validate());
+  bad.in_place = true;
+  CHECK_THAT(bad.validate().value_or(""), Catch::Contains("p_per_block: two-level"));
   bad = l;
   bad.mmas_per_flush = 3;
   CHECK_THAT(bad.validate().value_or(""), Catch::Contains("mmas_per_flush 3"));
