@@ -44,6 +44,17 @@ TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
   p.tokens = 100;
   p.dtype = static_cast<DType>(7);
   CHECK_THAT(why(p), Catch::Contains("fp16 or bf16"));
+  // In place and smooth V: fp16 output with the polynomial exp2 only (kInPlaceSmoothVDtype, kInPlaceSmoothVExp2).
+  p.dtype = DType::fp16;
+  p.in_place = true;
+  p.smooth_v = true;
+  CHECK_FALSE(p.validate());
+  p.dtype = DType::bf16;
+  CHECK_THAT(why(p), Catch::Contains("in-place accumulation and smooth V are built for fp16 output with the exp2 poly5 only"));
+  p.dtype = DType::fp16;
+  p.in_place = false;
+  p.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
+  CHECK_THAT(why(p), Catch::Contains("built for fp16 output"));
 }
 
 TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, before the GPU is touched") {
@@ -77,6 +88,11 @@ TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, bef
   b.k_chunk_sums = static_cast<double*>(at(0xc004));
   CHECK_THROWS_WITH(kernels::attention::sage2_quantize(p, out, out, out, b),
                     Catch::Contains("quantized.k_chunk_sums is not 8-byte aligned"));
+  // Smooth V: the GPU's quantization does not smooth V; the attention kernel reads the V mean.
+  p.smooth_v = true;
+  CHECK_THROWS_WITH(kernels::attention::sage2_quantize(p, out, out, out, b),
+                    Catch::Contains("smooth_v: the GPU's quantization does not smooth V"));
+  CHECK_THROWS_WITH(attention(), Catch::Contains("quantized.v_mean is a null pointer"));
 }
 
 TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before the GPU is touched") {
@@ -92,6 +108,24 @@ TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before 
                     Catch::Contains("v holds a NaN or Inf at element 77"));
   p.head_dim = 80;
   CHECK_THROWS_WITH(kernels::attention::sage2_attention_host(p, q, k, v), Catch::Contains("head_dim=80"));
+  // Quantized on the host: every buffer the problem's size, V's mean exactly with smooth V.
+  p.head_dim = 64;
+  const auto sizes = kernels::attention::QuantizedSizes::of(p);
+  kernels::attention::Sage2HostQuantized h;
+  h.q_codes.resize(sizes.q_codes);
+  h.q_scales.resize(sizes.q_scales);
+  h.q_bias.resize(sizes.q_bias);
+  h.k_codes.resize(sizes.k_codes);
+  h.k_scales.resize(sizes.k_scales);
+  h.k_mean.resize(sizes.k_mean);
+  h.v_codes.resize(sizes.v_codes);
+  h.v_scales.resize(sizes.v_scales - 1);
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host_quantized(p, h),
+                    Catch::Contains("quantized.v_scales has 63 elements, the problem needs 64"));
+  h.v_scales.resize(sizes.v_scales);
+  p.smooth_v = true;
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host_quantized(p, h),
+                    Catch::Contains("quantized.v_mean has 0 elements, the problem needs 64"));
 }
 
 TEST_CASE("sage2 P fragment: accumulator -> A map derived from the two fragments") {
