@@ -12,7 +12,7 @@
 // sage2_attention runs both. Two stages beyond the presets' are the problem's choices
 // (Sage2Problem::in_place, smooth_v): o accumulated in place in the FP22 accumulator, and V
 // smoothed by its mean; the GPU's quantization does not smooth V, so such buffers come from the
-// host (sage2_attention_host_quantized).
+// host (sage2_attention_host_quantized; sage2_operands.hpp lays out the emulator's).
 //
 // Quantized buffers (device, all contiguous; padded_q / padded_kv: tokens rounded up to the
 // recipe's block_q / block_kv, padding rows hold zero codes):
