@@ -20,9 +20,10 @@
 //     the FP22 accumulator across KV blocks; no step 9);
 //   SmoothV: V was quantized minus its mean over the keys; each output takes the mean back,
 //     add_value_mean after normalize_output, before the output's rounding.
-// With both off the kernel's code is the presets' kernel's. In place is not tuned for speed: ptxas
-// spills about 64 values in its loop at d = 128 (o, the wgmma's accumulator across the whole loop,
-// beside S's; copying o into a fresh accumulator per block spilled as much).
+// With both off the kernel's code is the presets' kernel's. In place is not tuned for speed: its
+// loop has about 64 local loads and stores at d = 128 and 20 at d = 64, where ptxas also serializes
+// the wgmmas (C7514): o is the wgmma's accumulator across the whole loop, beside S's (copying o into
+// a fresh accumulator per block spilled as much).
 //
 // Each translation unit compiles the instances it launches (attention_for_shape): the presets'
 // (sage2_attention_kernel.cu), in place (sage2_attention_in_place.cu) and smooth V alone
