@@ -18,7 +18,8 @@ struct Sage2Emulated {
   kernels::attention::Sage2HostQuantized quantized;  // the device buffers' layout
 };
 
-// The preset sage2-8b for the problem's head dim, its output rounded to the problem's dtype.
+// The preset sage2-8b (sage2-8b-ex2 for the problem's exp2) for the problem's head dim, its output
+// rounded to the problem's dtype, o accumulated in place and V smoothed as the problem says.
 // fp16/bf16 codes in, in the problem's layout. Throws std::invalid_argument as forward() does.
 Sage2Emulated emulate_sage2(const kernels::attention::Sage2Problem& problem, std::span<const std::uint16_t> q,
                             std::span<const std::uint16_t> k, std::span<const std::uint16_t> v);

@@ -124,6 +124,10 @@ std::optional<std::string> Sage2Problem::validate() const {
   if (dtype != DType::fp16 && dtype != DType::bf16) return "dtype must be fp16 or bf16";
   if (layout != Layout::bhnd && layout != Layout::bnhd)
     return "layout must be [batch, heads, tokens, dim] or [batch, tokens, heads, dim]";
+  if ((in_place || smooth_v) && (dtype != kInPlaceSmoothVDtype || exp2 != kInPlaceSmoothVExp2))
+    return std::string("in-place accumulation and smooth V are built for ") +
+           (kInPlaceSmoothVDtype == DType::fp16 ? "fp16" : "bf16") + " output with the exp2 " +
+           std::string(lowbit::attention::kernel_exp2_name(kInPlaceSmoothVExp2)) + " only";
   return std::nullopt;
 }
 
@@ -162,6 +166,7 @@ QuantizedSizes QuantizedSizes::of(const Sage2Problem& p) {
   s.k_mean = b * hkv * d;
   s.v_codes = b * hkv * d * pkv;
   s.v_scales = b * hkv * d;
+  s.v_mean = p.smooth_v ? b * hkv * d : 0;
   s.k_chunk_sums = s.v_chunk_amax = b * hkv * std::size_t(p.key_chunks()) * d;
   return s;
 }
@@ -181,6 +186,7 @@ Sage2Workspace::Sage2Workspace(const Sage2Problem& problem) {
     allocate(buffers_.k_mean, sizes_.k_mean);
     allocate(buffers_.v_codes, sizes_.v_codes);
     allocate(buffers_.v_scales, sizes_.v_scales);
+    if (sizes_.v_mean > 0) allocate(buffers_.v_mean, sizes_.v_mean);
     allocate(buffers_.k_chunk_sums, sizes_.k_chunk_sums);
     allocate(buffers_.v_chunk_amax, sizes_.v_chunk_amax);
   } catch (...) {
@@ -191,7 +197,7 @@ Sage2Workspace::Sage2Workspace(const Sage2Problem& problem) {
 
 Sage2Workspace::~Sage2Workspace() {
   for (void* p : {(void*)buffers_.q_codes, (void*)buffers_.q_scales, (void*)buffers_.q_bias, (void*)buffers_.k_codes, (void*)buffers_.k_scales,
-                  (void*)buffers_.k_mean, (void*)buffers_.v_codes, (void*)buffers_.v_scales,
+                  (void*)buffers_.k_mean, (void*)buffers_.v_codes, (void*)buffers_.v_scales, (void*)buffers_.v_mean,
                   (void*)buffers_.k_chunk_sums, (void*)buffers_.v_chunk_amax})
     cudaFree(p);
   buffers_ = {};
@@ -200,6 +206,10 @@ Sage2Workspace::~Sage2Workspace() {
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream) {
   require_valid(problem);
+  if (problem.smooth_v)
+    throw std::invalid_argument(describe(problem) +
+                                ": smooth_v: the GPU's quantization does not smooth V (quantize on the host: "
+                                "sage2_attention_host_quantized)");
   require_aligned(q, 2, "q");
   require_aligned(k, 2, "k");
   require_aligned(v, 2, "v");
@@ -236,6 +246,7 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   require_aligned(out, 4, "out");
   require_aligned(lse, 4, "lse");
   require_attention_buffers_aligned(quantized);
+  if (problem.smooth_v) require_aligned(quantized.v_mean, 4, "quantized.v_mean");
   require_hopper();
   detail::upload_groups(problem.head_dim);
   detail::AttentionParams p;
@@ -246,6 +257,7 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   p.k_scales = quantized.k_scales;
   p.v_codes = quantized.v_codes;
   p.v_scales = quantized.v_scales;
+  p.v_mean = quantized.v_mean;
   p.out = out;
   p.lse = lse;
   p.out_strides = strides(problem, problem.heads_q);
@@ -260,7 +272,7 @@ void sage2_attention_quantized(const Sage2Problem& problem, const QuantizedDevic
   p.padded_kv = problem.padded_kv();
   p.q_groups = problem.q_groups();
   p.k_groups = problem.k_groups();
-  detail::launch_attention(p, problem.dtype, problem.head_dim, problem.causal, problem.exp2, stream);
+  detail::launch_attention(p, problem, stream);
 }
 
 void sage2_attention(const Sage2Problem& problem, const void* q, const void* k, const void* v,
@@ -268,6 +280,23 @@ void sage2_attention(const Sage2Problem& problem, const void* q, const void* k, 
   sage2_quantize(problem, q, k, v, workspace.buffers(), stream);
   sage2_attention_quantized(problem, workspace.buffers(), out, lse, stream);
 }
+
+namespace {
+
+// The host result's out and LSE buffers, and the kernels' run into them, synchronized.
+template <class Run>
+Sage2HostResult run_into_host_result(const Sage2Problem& problem, Run run) {
+  DeviceBuffer<std::uint16_t> dout(problem.elements(problem.heads_q));
+  DeviceBuffer<float> dlse(std::size_t(problem.batch) * problem.heads_q * problem.tokens);
+  run(dout.get(), dlse.get());
+  check_cuda(cudaDeviceSynchronize(), "sage2 attention kernels");
+  Sage2HostResult result;
+  result.out = dout.download();
+  result.lse = dlse.download();
+  return result;
+}
+
+}  // namespace
 
 Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<const std::uint16_t> q,
                                      std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
@@ -286,17 +315,14 @@ Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<cons
   require_finite(problem, k, "k");
   require_finite(problem, v, "v");
   require_hopper();
-  DeviceBuffer<std::uint16_t> dq(q_size), dk(kv_size), dv(kv_size), dout(q_size);
-  DeviceBuffer<float> dlse(std::size_t(problem.batch) * problem.heads_q * problem.tokens);
+  DeviceBuffer<std::uint16_t> dq(q_size), dk(kv_size), dv(kv_size);
   dq.upload(q);
   dk.upload(k);
   dv.upload(v);
   Sage2Workspace workspace(problem);
-  sage2_attention(problem, dq.get(), dk.get(), dv.get(), workspace, dout.get(), dlse.get());
-  check_cuda(cudaDeviceSynchronize(), "sage2 attention kernels");
-  Sage2HostResult result;
-  result.out = dout.download();
-  result.lse = dlse.download();
+  Sage2HostResult result = run_into_host_result(problem, [&](void* out, float* lse) {
+    sage2_attention(problem, dq.get(), dk.get(), dv.get(), workspace, out, lse);
+  });
   if (keep_quantized) {
     const QuantizedDevice& b = workspace.buffers();
     const QuantizedSizes& s = workspace.sizes();
@@ -310,6 +336,42 @@ Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<cons
     result.quantized.v_scales = download(b.v_scales, s.v_scales);
   }
   return result;
+}
+
+Sage2HostResult sage2_attention_host_quantized(const Sage2Problem& problem, const Sage2HostQuantized& quantized) {
+  require_valid(problem);
+  const QuantizedSizes sizes = QuantizedSizes::of(problem);
+  const auto require_size = [&](std::size_t have, std::size_t want, const char* name) {
+    if (have != want)
+      throw std::invalid_argument(describe(problem) + ": quantized." + name + " has " + std::to_string(have) +
+                                  " elements, the problem needs " + std::to_string(want));
+  };
+  const Sage2HostQuantized& h = quantized;
+  require_size(h.q_codes.size(), sizes.q_codes, "q_codes");
+  require_size(h.q_scales.size(), sizes.q_scales, "q_scales");
+  require_size(h.q_bias.size(), sizes.q_bias, "q_bias");
+  require_size(h.k_codes.size(), sizes.k_codes, "k_codes");
+  require_size(h.k_scales.size(), sizes.k_scales, "k_scales");
+  require_size(h.k_mean.size(), sizes.k_mean, "k_mean");
+  require_size(h.v_codes.size(), sizes.v_codes, "v_codes");
+  require_size(h.v_scales.size(), sizes.v_scales, "v_scales");
+  require_size(h.v_mean.size(), sizes.v_mean, "v_mean");
+  require_hopper();
+  Sage2Workspace workspace(problem);
+  const QuantizedDevice& b = workspace.buffers();
+  const auto upload = [](auto* device, const auto& host) {
+    check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
+  };
+  upload(b.q_codes, h.q_codes);
+  upload(b.q_scales, h.q_scales);
+  upload(b.q_bias, h.q_bias);
+  upload(b.k_codes, h.k_codes);
+  upload(b.k_scales, h.k_scales);
+  upload(b.k_mean, h.k_mean);
+  upload(b.v_codes, h.v_codes);
+  upload(b.v_scales, h.v_scales);
+  if (problem.smooth_v) upload(b.v_mean, h.v_mean);
+  return run_into_host_result(problem, [&](void* out, float* lse) { sage2_attention_quantized(problem, b, out, lse); });
 }
 
 }  // namespace lowbit::kernels::attention

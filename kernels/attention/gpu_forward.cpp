@@ -10,6 +10,7 @@
 
 #include "emulation/convert.hpp"
 #include "kernels/attention/sage2_attention.hpp"
+#include "kernels/attention/sage2_operands.hpp"
 #include "kernels/attention/variant_attention.hpp"
 
 namespace lowbit::kernels::attention {
@@ -32,22 +33,45 @@ struct KernelFamily {
 
 // ---- sage2-8b -----------------------------------------------------------------------------------
 
+const Format& format_of(DType t) { return t == DType::fp16 ? formats::fp16 : formats::bf16; }
+const char* name_of(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
+
 // A pipeline the sage2-8b kernel computes: its preset (exp2 unit) with the output, and so the
-// kernel's inputs, in one half format.
+// kernel's inputs, in one half format; where the kernel has the instances (kInPlaceSmoothVDtype,
+// kInPlaceSmoothVExp2), o accumulated in place and V smoothed too.
 struct Sage2Config {
   la::Pipeline pipeline;
   st::Exp2Unit exp2;
   DType dtype;
+  bool in_place = false, smooth_v = false;
+  std::string name() const {
+    return fmt::format("{} with {} output{}{}", pipeline.name, name_of(dtype), in_place ? ", accumulation in-place" : "",
+                       smooth_v ? ", smooth-v on" : "");
+  }
 };
 
+// The presets first: a pipeline that is none of the configurations is compared with the closest
+// one, the first of those with the fewest differences.
 std::vector<Sage2Config> sage2_configs(int head_dim) {
   std::vector<Sage2Config> out;
   for (st::Exp2Unit exp2 : {st::Exp2Unit::polynomial, st::Exp2Unit::sm90_ex2})
     for (DType dtype : {DType::fp16, DType::bf16}) {
       la::Pipeline p = la::preset(la::sage2_8b_preset(exp2), head_dim);
-      la::follow_inputs(p, dtype == DType::fp16 ? formats::fp16 : formats::bf16);
+      la::follow_inputs(p, format_of(dtype));
       out.push_back({std::move(p), exp2, dtype});
     }
+  const std::size_t presets = out.size();
+  for (std::size_t i = 0; i < presets; ++i) {
+    if (out[i].dtype != kInPlaceSmoothVDtype || out[i].exp2 != kInPlaceSmoothVExp2) continue;
+    for (const auto& [in_place, smooth_v] : {std::pair{true, false}, {false, true}, {true, true}}) {
+      Sage2Config c = out[i];
+      if (in_place) c.pipeline.accumulation = {la::Accumulation::in_place, 0};
+      c.pipeline.smoothing.v = smooth_v;
+      c.in_place = in_place;
+      c.smooth_v = smooth_v;
+      out.push_back(std::move(c));
+    }
+  }
   return out;
 }
 
@@ -60,9 +84,6 @@ std::vector<std::string> stage_differences(const la::Pipeline& p, const la::Pipe
       out.push_back(fmt::format("stage {} is '{}', the kernel's '{}'", mine[i].first, mine[i].second, theirs[i].second));
   return out;
 }
-
-const Format& format_of(DType t) { return t == DType::fp16 ? formats::fp16 : formats::bf16; }
-const char* name_of(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
 
 // The configuration whose every stage is p's; else why none is (the closest one's differences).
 std::optional<Sage2Config> sage2_match(const la::Pipeline& p, int head_dim, std::string& why) {
@@ -83,8 +104,8 @@ std::optional<Sage2Config> sage2_match(const la::Pipeline& p, int head_dim, std:
   std::string list;
   for (const auto& d : fewest) list += (list.empty() ? "" : "; ") + d;
   why = fmt::format("the pipeline is not one the kernel computes (presets sage2-8b, sage2-8b-ex2 with the output in fp16 or "
-                    "bf16); against {} with {} output: {}",
-                    configs[best].pipeline.name, name_of(configs[best].dtype), list);
+                    "bf16; {} with {} output also with accumulation in-place, smooth-v on or both); against {}: {}",
+                    la::sage2_8b_preset(kInPlaceSmoothVExp2), name_of(kInPlaceSmoothVDtype), configs[best].name(), list);
   return std::nullopt;
 }
 
@@ -114,6 +135,8 @@ Sage2Problem sage2_problem(const Sage2Config& c, const Tensor4& q, const Tensor4
   problem.dtype = c.dtype;
   problem.layout = Layout::bhnd;  // Tensor4's order
   problem.exp2 = c.exp2;
+  problem.in_place = c.in_place;
+  problem.smooth_v = c.smooth_v;
   return problem;
 }
 
@@ -148,6 +171,18 @@ std::optional<std::string> sage2_unsupported(const la::Pipeline& p, const Tensor
   return sage2_unsupported_or(p, q, k, v, o, match);
 }
 
+// Smooth V: the GPU's quantization does not smooth V, so the kernel runs on the emulator's own
+// operands (attention::prepare_operands; Q padded with zero rows to N, as the GPU's run pads its
+// codes), laid out as its buffers.
+Sage2HostResult sage2_on_host_operands(const la::Pipeline& p, const Sage2Problem& problem, const Tensor4& q, const Tensor4& k,
+                                       const Tensor4& v, const la::ForwardOptions& o) {
+  Tensor4 padded(q.batch, q.heads, problem.tokens, q.dim);
+  for (int b = 0; b < q.batch; ++b)
+    for (int h = 0; h < q.heads; ++h)
+      for (int t = 0; t < q.tokens; ++t) std::copy_n(q.row(b, h, t), q.dim, padded.row(b, h, t));
+  return sage2_attention_host_quantized(problem, lay_out_operands(problem, la::prepare_operands(p, padded, k, v, o)));
+}
+
 la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const Tensor4& k, const Tensor4& v,
                                 const la::ForwardOptions& o) {
   std::optional<Sage2Config> match;
@@ -164,7 +199,8 @@ la::ForwardResult sage2_forward(const la::Pipeline& p, const Tensor4& q, const T
         c[h * n * dim + i] = std::uint16_t(encode(f, double(t.values[h * tokens * dim + i])));
     return c;
   };
-  const Sage2HostResult r = sage2_attention_host(problem, codes(q), codes(k), codes(v));
+  const Sage2HostResult r = problem.smooth_v ? sage2_on_host_operands(p, problem, q, k, v, o)
+                                             : sage2_attention_host(problem, codes(q), codes(k), codes(v));
   la::ForwardResult out = la::ForwardResult::shaped(q, k, v, f);
   // The first q.tokens rows of each (batch, Q head).
   const std::size_t heads = std::size_t(q.batch) * std::size_t(q.heads);

@@ -12,7 +12,11 @@
 // The kernel families, tried in order (kernel_families() in gpu_forward.cpp, one entry each):
 //   sage2-8b  SageAttention2-8b on Hopper (sage2_attention.hpp): the presets sage2-8b (the
 //             contract's exp2 polynomial) and sage2-8b-ex2 (MUFU.EX2), each with the output (and the
-//             kernel's input) in fp16 or bf16 (attention::follow_inputs); Q, K, V values of that
+//             kernel's input) in fp16 or bf16 (attention::follow_inputs); and the preset of
+//             kInPlaceSmoothVExp2 with kInPlaceSmoothVDtype output (sage2-8b, fp16) with
+//             accumulation=in-place, smooth-v=on or both, every other stage the preset's (smooth V
+//             runs on the emulator's operands, attention::prepare_operands: the GPU's quantization
+//             does not smooth V; the others on the GPU's quantization); Q, K, V values of that
 //             format, one head dimension for Q, K, V, whole Q heads per KV head,
 //             Sage2Problem::validate (d = 64 or 128), the whole KV range, no descales or given K
 //             means; at most as many Q as K tokens: fewer queries run as the first rows of a

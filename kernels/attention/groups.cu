@@ -42,6 +42,8 @@ void upload_groups(int head_dim) {
     if (!failure.empty()) return;
     upload_quantize_groups(both);
     upload_attention_groups(both);
+    upload_in_place_attention_groups(both);
+    upload_smooth_v_attention_groups(both);
   });
   if (!failure.empty()) throw std::logic_error(failure);
   (void)head_dim;

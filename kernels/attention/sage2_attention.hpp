@@ -9,7 +9,10 @@
 //      scale folded with log2(e)/sqrt(d)) and K' = K - mean, per-channel E4M3 V stored as V^T.
 //   2. sage2_attention_quantized: S = Q K'^T (wgmma s8), online softmax, P in E4M3 at 448,
 //      P V (wgmma e4m3, FP22) flushed into fp32 every KV block; out in the input's format, LSE.
-// sage2_attention runs both.
+// sage2_attention runs both. Two stages beyond the presets' are the problem's choices
+// (Sage2Problem::in_place, smooth_v): o accumulated in place in the FP22 accumulator, and V
+// smoothed by its mean; the GPU's quantization does not smooth V, so such buffers come from the
+// host (sage2_attention_host_quantized; sage2_operands.hpp lays out the emulator's).
 //
 // Quantized buffers (device, all contiguous; padded_q / padded_kv: tokens rounded up to the
 // recipe's block_q / block_kv, padding rows hold zero codes):
@@ -22,6 +25,7 @@
 //   v_codes  e4m3  [batch][heads_kv][padded_kv / block_kv] tiles of head_dim x block_kv (V^T; within every 32 keys,
 //                  position p holds key key_of_column[p], kernels/sm90/fragment.hpp)
 //   v_scales f32   [batch][heads_kv][head_dim]
+//   v_mean   f32   [batch][heads_kv][head_dim]                        (smooth_v only: V's mean over the keys)
 // A K or V^T tile holds its bytes in the order of the attention kernel's shared memory
 // (sm90::KMajorLayout: k_code_offset, v_code_offset), so the kernel copies it as contiguous bytes:
 // whole 128-byte lines, half the L2 requests of row-major tiles.
@@ -56,8 +60,15 @@ struct Sage2Problem {
   Layout layout = Layout::bhnd;
   // The softmax's exp2: the contract's polynomial (emulated preset sage2-8b) or MUFU.EX2 (sage2-8b-ex2).
   lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;
+  // The emulated pipeline's accumulation=in-place: o = mul_rn(o, alpha) and P V accumulated onto it,
+  // in the FP22 accumulator across the KV blocks (else two-level: R from +0 per block, flushed into o).
+  bool in_place = false;
+  // smooth-v=on: V quantized minus its mean over the keys (v_codes, v_scales), the output takes the
+  // mean (v_mean) back after normalization.
+  bool smooth_v = false;
 
-  // Why the kernels cannot run this problem (head dim, head counts, sizes), or nothing.
+  // Why the kernels cannot run this problem (head dim, head counts, sizes, a stage choice without
+  // an instance), or nothing.
   std::optional<std::string> validate() const;
   lowbit::attention::Sage2HopperRecipe recipe() const { return lowbit::attention::sage2_8b_hopper(head_dim, exp2); }
 
@@ -73,7 +84,7 @@ struct Sage2Problem {
 
 // Element counts of the quantized buffers (the layout in the header comment).
 struct QuantizedSizes {
-  std::size_t q_codes, q_scales, q_bias, k_codes, k_scales, k_mean, v_codes, v_scales;
+  std::size_t q_codes, q_scales, q_bias, k_codes, k_scales, k_mean, v_codes, v_scales, v_mean;  // v_mean: 0 without smooth_v
   std::size_t k_chunk_sums, v_chunk_amax;  // workspace of the K-mean and V-amax statistics
   static QuantizedSizes of(const Sage2Problem& p);
 };
@@ -89,11 +100,12 @@ struct QuantizedDevice {
   float* k_mean = nullptr;
   std::uint8_t* v_codes = nullptr;
   float* v_scales = nullptr;
+  float* v_mean = nullptr;  // read with smooth_v only; no GPU kernel writes it
   double* k_chunk_sums = nullptr;
   float* v_chunk_amax = nullptr;
 };
 
-// Device buffers for a problem, freed with the object.
+// Device buffers for a problem (v_mean with smooth_v), freed with the object.
 class Sage2Workspace {
  public:
   explicit Sage2Workspace(const Sage2Problem& problem);
@@ -113,7 +125,7 @@ class Sage2Workspace {
 // Hopper GPU (sm_90); std::runtime_error naming the CUDA call when one fails. `stream` is a
 // cudaStream_t (0: the default stream). Asynchronous: errors of the kernels themselves surface at
 // the next synchronizing CUDA call. The inputs must be finite (the device functions do not scan
-// them; sage2_attention_host refuses NaN/Inf, naming the tensor).
+// them; sage2_attention_host refuses NaN/Inf, naming the tensor). sage2_quantize refuses smooth_v.
 void sage2_quantize(const Sage2Problem& problem, const void* q, const void* k, const void* v,
                     const QuantizedDevice& quantized, std::uintptr_t stream = 0);
 // out: the problem's layout and dtype, heads_q heads; lse: f32 [batch][heads_q][tokens] (natural log).
@@ -127,6 +139,7 @@ struct Sage2HostQuantized {
   std::vector<std::int8_t> q_codes, k_codes;
   std::vector<std::uint8_t> v_codes;
   std::vector<float> q_scales, q_bias, k_scales, k_mean, v_scales;
+  std::vector<float> v_mean;  // smooth_v only, else empty
 };
 struct Sage2HostResult {
   std::vector<std::uint16_t> out;  // fp16/bf16 codes, the problem's layout, heads_q heads
@@ -137,6 +150,15 @@ struct Sage2HostResult {
 Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<const std::uint16_t> q,
                                      std::span<const std::uint16_t> k, std::span<const std::uint16_t> v,
                                      bool keep_quantized = false);
+// The attention kernel alone on quantized buffers made on the host (QuantizedSizes::of(problem)
+// elements each; v_mean exactly with smooth_v): out and LSE back (Sage2HostResult::quantized
+// empty). Throws as sage2_attention_host, naming a buffer of the wrong size.
+Sage2HostResult sage2_attention_host_quantized(const Sage2Problem& problem, const Sage2HostQuantized& quantized);
+
+// In-place accumulation and smooth V are built for one output type and exp2 unit, the accumulator
+// experiment's (preset sage2-8b, fp16 output): each further one is 12 more kernel instances to compile.
+inline constexpr DType kInPlaceSmoothVDtype = DType::fp16;
+inline constexpr lowbit::attention::steps::Exp2Unit kInPlaceSmoothVExp2 = lowbit::attention::steps::Exp2Unit::polynomial;
 
 // The offset of K code (key, channel) and of V^T code (channel, position) within one KV head's
 // codes (padded_kv x head_dim bytes): tile key / block_kv, then the tile's shared-memory order

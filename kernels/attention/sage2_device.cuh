@@ -30,6 +30,10 @@ __device__ inline float to_float(__half x) { return __half2float(x); }
 template <>
 __device__ inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 
+// The CUDA type of an output format.
+template <DType T>
+using OutputOf = std::conditional_t<T == DType::fp16, __half, __nv_bfloat16>;
+
 template <class T>
 __device__ inline T from_float(float x);
 template <>

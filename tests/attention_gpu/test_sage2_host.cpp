@@ -1,15 +1,18 @@
 // The sage2-8b kernels' host side without a GPU: problem validation and its messages, refusal of
 // bad tensors before any CUDA call, the P fragment map the kernel and the V layout share, the
-// shared-memory layout, and the emulated sage2-8b (as the GPU check lays it out) against float64
-// attention.
+// shared-memory layout, the emulated sage2-8b (as the GPU check lays it out) against float64
+// attention, and the emulator's operands in the kernels' layout (sage2_operands.hpp).
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <set>
 
+#include "emulation/attention/forward_operands.hpp"
 #include "emulation/convert.hpp"
 #include "kernels/attention/sage2_attention.hpp"
+#include "kernels/attention/sage2_operands.hpp"
 #include "kernels/sm90/fragment.hpp"
 #include "kernels/sm90/smem_layout.hpp"
 #include "numerics/attention.hpp"
@@ -44,6 +47,17 @@ TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
   p.tokens = 100;
   p.dtype = static_cast<DType>(7);
   CHECK_THAT(why(p), Catch::Contains("fp16 or bf16"));
+  // In place and smooth V: fp16 output with the polynomial exp2 only (kInPlaceSmoothVDtype, kInPlaceSmoothVExp2).
+  p.dtype = DType::fp16;
+  p.in_place = true;
+  p.smooth_v = true;
+  CHECK_FALSE(p.validate());
+  p.dtype = DType::bf16;
+  CHECK_THAT(why(p), Catch::Contains("in-place accumulation and smooth V are built for fp16 output with the exp2 poly5 only"));
+  p.dtype = DType::fp16;
+  p.in_place = false;
+  p.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
+  CHECK_THAT(why(p), Catch::Contains("built for fp16 output"));
 }
 
 TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, before the GPU is touched") {
@@ -77,6 +91,11 @@ TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, bef
   b.k_chunk_sums = static_cast<double*>(at(0xc004));
   CHECK_THROWS_WITH(kernels::attention::sage2_quantize(p, out, out, out, b),
                     Catch::Contains("quantized.k_chunk_sums is not 8-byte aligned"));
+  // Smooth V: the GPU's quantization does not smooth V; the attention kernel reads the V mean.
+  p.smooth_v = true;
+  CHECK_THROWS_WITH(kernels::attention::sage2_quantize(p, out, out, out, b),
+                    Catch::Contains("smooth_v: the GPU's quantization does not smooth V"));
+  CHECK_THROWS_WITH(attention(), Catch::Contains("quantized.v_mean is a null pointer"));
 }
 
 TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before the GPU is touched") {
@@ -92,6 +111,24 @@ TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before 
                     Catch::Contains("v holds a NaN or Inf at element 77"));
   p.head_dim = 80;
   CHECK_THROWS_WITH(kernels::attention::sage2_attention_host(p, q, k, v), Catch::Contains("head_dim=80"));
+  // Quantized on the host: every buffer the problem's size, V's mean exactly with smooth V.
+  p.head_dim = 64;
+  const auto sizes = kernels::attention::QuantizedSizes::of(p);
+  kernels::attention::Sage2HostQuantized h;
+  h.q_codes.resize(sizes.q_codes);
+  h.q_scales.resize(sizes.q_scales);
+  h.q_bias.resize(sizes.q_bias);
+  h.k_codes.resize(sizes.k_codes);
+  h.k_scales.resize(sizes.k_scales);
+  h.k_mean.resize(sizes.k_mean);
+  h.v_codes.resize(sizes.v_codes);
+  h.v_scales.resize(sizes.v_scales - 1);
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host_quantized(p, h),
+                    Catch::Contains("quantized.v_scales has 63 elements, the problem needs 64"));
+  h.v_scales.resize(sizes.v_scales);
+  p.smooth_v = true;
+  CHECK_THROWS_WITH(kernels::attention::sage2_attention_host_quantized(p, h),
+                    Catch::Contains("quantized.v_mean has 0 elements, the problem needs 64"));
 }
 
 TEST_CASE("sage2 P fragment: accumulator -> A map derived from the two fragments") {
@@ -180,5 +217,83 @@ TEST_CASE("sage2 emulated, in the kernels' layout: close to float64 attention, c
         CHECK(std::abs(result.lse[std::size_t(h * p.tokens + t)] - lse) < 0.05 + 0.01 * std::abs(lse));
       }
     }
+  }
+}
+
+TEST_CASE("sage2 emulated operands in the kernels' layout: forward's kept operands and prepare_operands' are the same bytes") {
+  // The GPU check lays out forward()'s kept operands (emulate_sage2), gpu_forward's smooth-V runs
+  // prepare_operands' (lay_out_operands): the same layout of the same numbers, V's mean included.
+  for (bool causal : {false, true}) {
+    Sage2Problem p;
+    p.head_dim = 64;
+    p.tokens = 300;
+    p.heads_q = 2;
+    p.heads_kv = 1;
+    p.causal = causal;
+    p.in_place = true;
+    p.smooth_v = true;
+    SyntheticAttentionSpec spec;
+    spec.heads = 2;
+    spec.tokens = p.tokens;
+    spec.dim = p.head_dim;
+    const AttentionData data = make_synthetic_attention(spec);
+    std::vector<std::uint16_t> q(p.elements(2)), k(p.elements(1)), v(p.elements(1));
+    Tensor4 tq(1, 2, p.tokens, p.head_dim), tk(1, 1, p.tokens, p.head_dim), tv(1, 1, p.tokens, p.head_dim);
+    const auto put = [&](std::vector<std::uint16_t>& dst, Tensor4& t, const MatrixF& m, int h, int heads, float bias) {
+      for (int i = 0; i < p.tokens; ++i)
+        for (int c = 0; c < p.head_dim; ++c) {
+          const Code code = encode(formats::fp16, double(m(i, c) + bias));
+          dst[p.element_offset(0, h, i, heads) + std::size_t(c)] = std::uint16_t(code);
+          t.row(0, h, i)[c] = float(decode(formats::fp16, code));
+        }
+    };
+    for (int h = 0; h < 2; ++h) put(q, tq, data.q[std::size_t(h)], h, 2, 0.0f);
+    put(k, tk, data.k[0], 0, 1, 0.0f);
+    put(v, tv, data.v[0], 0, 1, 2.0f);  // a V mean for smooth V to take out
+    const kernels::attention::Sage2HostQuantized kept = verification::emulate_sage2(p, q, k, v).quantized;
+
+    attention::Pipeline pipeline = attention::preset("sage2-8b", p.head_dim);
+    pipeline.accumulation = {attention::Accumulation::in_place, 0};
+    pipeline.smoothing.v = true;
+    const attention::PreparedOperands prepared =
+        attention::prepare_operands(pipeline, tq, tk, tv, {.causal = causal, .threads = 1, .keep_operands = false});
+    const kernels::attention::Sage2HostQuantized laid = kernels::attention::lay_out_operands(p, prepared);
+    const auto same_bytes = [](const auto& a, const auto& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+    };
+    INFO((causal ? "causal" : "not causal"));
+    CHECK(same_bytes(kept.q_codes, laid.q_codes));
+    CHECK(same_bytes(kept.q_scales, laid.q_scales));
+    CHECK(same_bytes(kept.q_bias, laid.q_bias));
+    CHECK(same_bytes(kept.k_codes, laid.k_codes));
+    CHECK(same_bytes(kept.k_scales, laid.k_scales));
+    CHECK(same_bytes(kept.k_mean, laid.k_mean));
+    CHECK(same_bytes(kept.v_codes, laid.v_codes));
+    CHECK(same_bytes(kept.v_scales, laid.v_scales));
+    CHECK(same_bytes(kept.v_mean, laid.v_mean));
+
+    // Where the kernel reads them: K code (key, channel) at k_code_offset, V^T's at v_code_offset of
+    // the key's position in P's A fragment order, V's mean per channel.
+    const attention::detail::PreparedKv& kv = prepared.groups[0].kv;
+    constexpr auto p_map = kernels::sm90::accumulator_to_a8(128);
+    int position_of[32];
+    for (int column = 0; column < 32; ++column) position_of[p_map.key_of_column[column]] = column;
+    std::size_t misplaced = 0;
+    for (int key = 0; key < p.tokens; ++key)
+      for (int c = 0; c < p.head_dim; ++c) {
+        misplaced += laid.k_codes[std::size_t(kernels::attention::k_code_offset(key, c, p.head_dim, 128))] !=
+                     std::int8_t(kv.k.tensor.codes(key, c));
+        const int position = key / 32 * 32 + position_of[key % 32];
+        misplaced += laid.v_codes[std::size_t(kernels::attention::v_code_offset(c, position, p.head_dim, 128))] !=
+                     std::uint8_t(kv.v.tensor.codes(key, c));
+      }
+    CHECK(misplaced == 0);
+    REQUIRE(kv.v.mean.size() == std::size_t(p.head_dim));
+    CHECK(same_bytes(laid.v_mean, kv.v.mean));
+
+    // Operands that are not the problem's are refused: V's mean without smooth V.
+    Sage2Problem plain = p;
+    plain.smooth_v = false;
+    CHECK_THROWS_WITH(kernels::attention::lay_out_operands(plain, prepared), Catch::Contains("V head 0"));
   }
 }

@@ -304,4 +304,36 @@ TEST_CASE("plan_gpu: an Ada pipeline runs as its Hopper twin, a Hopper one as it
   CHECK_THAT(*none.why, Catch::Contains("sage2-8b kernel") && Catch::Contains("sage2-4b family kernel"));
   CHECK(none.twin.empty());
 }
+
+// The accumulator experiment's sage2-8b rows as its run records them (provenance.json: each
+// variant's stages): every FP22 row, two-level or in place, smooth V off or on, runs on the kernel
+// under --device gpu; the fp32 sums and the accumulator alone (fp32 operands) no kernel computes.
+TEST_CASE("plan_gpu: the accumulator experiment's FP22 sage2-8b rows, in place and smooth V included, run on the kernel") {
+  namespace la = lowbit::attention;
+  using lowbit::testing::run_command;
+  const std::string out = std::string(LOWBIT_TEST_OUT) + "/accumulator-pipelines";
+  const auto run = run_command(std::string(LOWBIT_CLI) + " run accumulator --datasets synthetic --heads 1 --tokens 256 " +
+                               "--lengths 256 --queries 128 --no-plots --out " + out);
+  INFO(run.output);
+  REQUIRE(run.status == 0);
+  std::ifstream provenance(out + "/provenance.json");
+  const nlohmann::json formats = nlohmann::json::parse(provenance).at("formats");
+  // The sweep's window: its 128 queries against 256 keys of the synthetic data (d = 128), not causal.
+  const lowbit::Tensor4 q(1, 1, 128, 128), kv(1, 1, 256, 128);
+  const la::ForwardOptions options{.causal = false, .keep_operands = false};
+  int fp22_rows = 0;
+  for (const auto& [variant, record] : formats.items()) {
+    if (record.at("preset") != "sage2-8b") continue;
+    la::Pipeline p = la::preset("sage2-8b", 128);
+    for (const auto& [stage, value] : record.at("stages").items())
+      REQUIRE_FALSE(la::set_stage(p, stage + "=" + value.get<std::string>()));
+    const bool fp22 = variant.starts_with("FP22, ");
+    fp22_rows += fp22;
+    const ex::GpuPlan plan = ex::plan_gpu(p, q, kv, kv, options);
+    INFO(variant << ": " << plan.why.value_or("runs on the kernel"));
+    CHECK(plan.why.has_value() != fp22);
+  }
+  CHECK(fp22_rows == 4);  // two-level and in place, smooth V off and on
+}
 #endif
+
