@@ -33,6 +33,8 @@
 # table.md), capture.json, real-scale.tar.xz (every result folder but .npy heatmaps and plots, and
 # the logs; split into real-scale.tar.xz.part-aa, ... past 15 MB). Exit 0 when every step ran and
 # exited 0, else 1.
+# STEPS (default all five: granularity checked-slice pv-format smoothing accumulator) runs some of them,
+# in that order (a later call finishing what a budget cut).
 # For a trial elsewhere: TOKENS, REAL_LENGTHS, LAYERS, Q_HEADS, THREADS, BUDGET, DEVICE (cpu: no
 # GPU, everything emulated) and CAPTURE (a folder holding a capture already: no capture step).
 set -uo pipefail
@@ -45,6 +47,11 @@ q_heads=${Q_HEADS:-all}
 threads=${THREADS:-16}
 device=${DEVICE:-gpu}
 deadline=$(($(date +%s) + ${BUDGET:-480} - 20))  # 20 s kept for packing
+all_steps=" granularity checked-slice pv-format smoothing accumulator "
+read -r -a steps <<< "${STEPS:-$all_steps}"
+for name in "${steps[@]}"; do
+  [[ $all_steps == *" $name "* ]] || { echo "STEPS: '$name' is none of$all_steps" >&2; exit 1; }
+done
 text=experiments/data/qwen2.5-coder-1.5b/text.txt  # 9,049 SmolLM2 tokens: the repository's longest prose
 work=/tmp/real-scale
 mkdir -p "$out" "$work"
@@ -100,15 +107,17 @@ cp "$capture/capture.json" "$out/capture.json"
 common=(--data-dir "$capture" --datasets smollm2 --tokens "$tokens" --device "$device" --threads "$threads" --no-plots)
 alone=("${common[@]}" --layers "$layers" --q-heads "$q_heads")
 [ "$device" = gpu ] && alone+=(--no-check)
-step granularity "$lowbit" run granularity "${alone[@]}" --out "$work/granularity"
-# One slice checked at full length: the GPU's output codes and LSE against the emulation's (second:
-# it proves the kernels at N = 8192 while the budget is whole).
-step checked-slice "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 --out "$work/checked-slice"
-step pv-format "$lowbit" run pv-format "${alone[@]}" --out "$work/pv-format"
-step smoothing "$lowbit" run smoothing "${alone[@]}" --out "$work/smoothing"
-step accumulator "$lowbit" run accumulator "${alone[@]}" --real-lengths "$real_lengths" --out "$work/accumulator"
+for name in "${steps[@]}"; do
+  case $name in
+    granularity | pv-format | smoothing) step "$name" "$lowbit" run "$name" "${alone[@]}" --out "$work/$name" ;;
+    # One slice checked at full length: the GPU's output codes and LSE against the emulation's (second
+    # by default: it proves the kernels at N = 8192 while the budget is whole).
+    checked-slice) step checked-slice "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 --out "$work/checked-slice" ;;
+    accumulator) step accumulator "$lowbit" run accumulator "${alone[@]}" --real-lengths "$real_lengths" --out "$work/accumulator" ;;
+  esac
+done
 
-for dir in granularity checked-slice pv-format smoothing accumulator; do
+for dir in "${steps[@]}"; do
   echo -e "\n---\n\n# $dir" >> "$summary"
   if [ -f "$work/$dir/gpu-check.json" ]; then
     python3 -c 'import json, sys; t = json.load(open(sys.argv[1]))["totals"]; print("\ngpu-check.json totals:", json.dumps(t))' \
