@@ -178,15 +178,9 @@ Sage2Workspace::Sage2Workspace(const Sage2Problem& problem) {
     check_cuda(cudaMalloc(&pointer, count * sizeof(*pointer)), "cudaMalloc (sage2 workspace)");
   };
   try {
-    allocate(buffers_.q_codes, sizes_.q_codes);
-    allocate(buffers_.q_scales, sizes_.q_scales);
-    allocate(buffers_.q_bias, sizes_.q_bias);
-    allocate(buffers_.k_codes, sizes_.k_codes);
-    allocate(buffers_.k_scales, sizes_.k_scales);
-    allocate(buffers_.k_mean, sizes_.k_mean);
-    allocate(buffers_.v_codes, sizes_.v_codes);
-    allocate(buffers_.v_scales, sizes_.v_scales);
-    if (sizes_.v_mean > 0) allocate(buffers_.v_mean, sizes_.v_mean);
+    for_each_quantized_buffer([&](const char*, auto device, auto, auto count) {
+      if (sizes_.*count > 0) allocate(buffers_.*device, sizes_.*count);  // v_mean: smooth_v only
+    });
     allocate(buffers_.k_chunk_sums, sizes_.k_chunk_sums);
     allocate(buffers_.v_chunk_amax, sizes_.v_chunk_amax);
   } catch (...) {
@@ -196,10 +190,9 @@ Sage2Workspace::Sage2Workspace(const Sage2Problem& problem) {
 }
 
 Sage2Workspace::~Sage2Workspace() {
-  for (void* p : {(void*)buffers_.q_codes, (void*)buffers_.q_scales, (void*)buffers_.q_bias, (void*)buffers_.k_codes, (void*)buffers_.k_scales,
-                  (void*)buffers_.k_mean, (void*)buffers_.v_codes, (void*)buffers_.v_scales, (void*)buffers_.v_mean,
-                  (void*)buffers_.k_chunk_sums, (void*)buffers_.v_chunk_amax})
-    cudaFree(p);
+  for_each_quantized_buffer([&](const char*, auto device, auto, auto) { cudaFree(buffers_.*device); });
+  cudaFree(buffers_.k_chunk_sums);
+  cudaFree(buffers_.v_chunk_amax);
   buffers_ = {};
 }
 
@@ -326,14 +319,9 @@ Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<cons
   if (keep_quantized) {
     const QuantizedDevice& b = workspace.buffers();
     const QuantizedSizes& s = workspace.sizes();
-    result.quantized.q_codes = download(b.q_codes, s.q_codes);
-    result.quantized.q_scales = download(b.q_scales, s.q_scales);
-    result.quantized.q_bias = download(b.q_bias, s.q_bias);
-    result.quantized.k_codes = download(b.k_codes, s.k_codes);
-    result.quantized.k_scales = download(b.k_scales, s.k_scales);
-    result.quantized.k_mean = download(b.k_mean, s.k_mean);
-    result.quantized.v_codes = download(b.v_codes, s.v_codes);
-    result.quantized.v_scales = download(b.v_scales, s.v_scales);
+    for_each_quantized_buffer([&](const char*, auto device, auto host, auto count) {
+      if (s.*count > 0) result.quantized.*host = download(b.*device, s.*count);
+    });
   }
   return result;
 }
@@ -341,36 +329,21 @@ Sage2HostResult sage2_attention_host(const Sage2Problem& problem, std::span<cons
 Sage2HostResult sage2_attention_host_quantized(const Sage2Problem& problem, const Sage2HostQuantized& quantized) {
   require_valid(problem);
   const QuantizedSizes sizes = QuantizedSizes::of(problem);
-  const auto require_size = [&](std::size_t have, std::size_t want, const char* name) {
+  for_each_quantized_buffer([&](const char* name, auto, auto host, auto count) {
+    const std::size_t have = (quantized.*host).size(), want = sizes.*count;
     if (have != want)
       throw std::invalid_argument(describe(problem) + ": quantized." + name + " has " + std::to_string(have) +
                                   " elements, the problem needs " + std::to_string(want));
-  };
-  const Sage2HostQuantized& h = quantized;
-  require_size(h.q_codes.size(), sizes.q_codes, "q_codes");
-  require_size(h.q_scales.size(), sizes.q_scales, "q_scales");
-  require_size(h.q_bias.size(), sizes.q_bias, "q_bias");
-  require_size(h.k_codes.size(), sizes.k_codes, "k_codes");
-  require_size(h.k_scales.size(), sizes.k_scales, "k_scales");
-  require_size(h.k_mean.size(), sizes.k_mean, "k_mean");
-  require_size(h.v_codes.size(), sizes.v_codes, "v_codes");
-  require_size(h.v_scales.size(), sizes.v_scales, "v_scales");
-  require_size(h.v_mean.size(), sizes.v_mean, "v_mean");
+  });
   require_hopper();
   Sage2Workspace workspace(problem);
   const QuantizedDevice& b = workspace.buffers();
-  const auto upload = [](auto* device, const auto& host) {
-    check_cuda(cudaMemcpy(device, host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice), "cudaMemcpy (upload)");
-  };
-  upload(b.q_codes, h.q_codes);
-  upload(b.q_scales, h.q_scales);
-  upload(b.q_bias, h.q_bias);
-  upload(b.k_codes, h.k_codes);
-  upload(b.k_scales, h.k_scales);
-  upload(b.k_mean, h.k_mean);
-  upload(b.v_codes, h.v_codes);
-  upload(b.v_scales, h.v_scales);
-  if (problem.smooth_v) upload(b.v_mean, h.v_mean);
+  for_each_quantized_buffer([&](const char*, auto device, auto host, auto count) {
+    const auto& values = quantized.*host;
+    if (sizes.*count > 0)  // v_mean: smooth_v only
+      check_cuda(cudaMemcpy(b.*device, values.data(), values.size() * sizeof(values[0]), cudaMemcpyHostToDevice),
+                 "cudaMemcpy (upload)");
+  });
   return run_into_host_result(problem, [&](void* out, float* lse) { sage2_attention_quantized(problem, b, out, lse); });
 }
 

@@ -141,6 +141,20 @@ struct Sage2HostQuantized {
   std::vector<float> q_scales, q_bias, k_scales, k_mean, v_scales;
   std::vector<float> v_mean;  // smooth_v only, else empty
 };
+// Every buffer of the quantized layout, once: f(name, its QuantizedDevice pointer, its Sage2HostQuantized
+// vector, its QuantizedSizes count), as member pointers (the statistics workspace is the device's alone).
+template <class F>
+void for_each_quantized_buffer(F&& f) {
+  f("q_codes", &QuantizedDevice::q_codes, &Sage2HostQuantized::q_codes, &QuantizedSizes::q_codes);
+  f("q_scales", &QuantizedDevice::q_scales, &Sage2HostQuantized::q_scales, &QuantizedSizes::q_scales);
+  f("q_bias", &QuantizedDevice::q_bias, &Sage2HostQuantized::q_bias, &QuantizedSizes::q_bias);
+  f("k_codes", &QuantizedDevice::k_codes, &Sage2HostQuantized::k_codes, &QuantizedSizes::k_codes);
+  f("k_scales", &QuantizedDevice::k_scales, &Sage2HostQuantized::k_scales, &QuantizedSizes::k_scales);
+  f("k_mean", &QuantizedDevice::k_mean, &Sage2HostQuantized::k_mean, &QuantizedSizes::k_mean);
+  f("v_codes", &QuantizedDevice::v_codes, &Sage2HostQuantized::v_codes, &QuantizedSizes::v_codes);
+  f("v_scales", &QuantizedDevice::v_scales, &Sage2HostQuantized::v_scales, &QuantizedSizes::v_scales);
+  f("v_mean", &QuantizedDevice::v_mean, &Sage2HostQuantized::v_mean, &QuantizedSizes::v_mean);
+}
 struct Sage2HostResult {
   std::vector<std::uint16_t> out;  // fp16/bf16 codes, the problem's layout, heads_q heads
   std::vector<float> lse;          // [batch][heads_q][tokens]

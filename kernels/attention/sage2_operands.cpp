@@ -27,15 +27,7 @@ Sage2HostQuantized lay_out_operands(const Sage2Problem& p, const Sage2EmulatedOp
   const float softmax_scale = steps::softmax_scale_log2(p.head_dim);
 
   Sage2HostQuantized out;
-  out.q_codes.resize(sizes.q_codes);
-  out.q_scales.resize(sizes.q_scales);
-  out.q_bias.resize(sizes.q_bias);
-  out.k_codes.resize(sizes.k_codes);
-  out.k_scales.resize(sizes.k_scales);
-  out.k_mean.resize(sizes.k_mean);
-  out.v_codes.resize(sizes.v_codes);
-  out.v_scales.resize(sizes.v_scales);
-  out.v_mean.resize(sizes.v_mean);
+  for_each_quantized_buffer([&](const char*, auto, auto host, auto count) { (out.*host).resize(sizes.*count); });
   for (std::size_t head = 0; head < q_heads; ++head) {
     const quant::QuantizedTensor& t = operands.q[head]->tensor;
     const std::span<const float> bias = operands.q_bias[head];

@@ -115,13 +115,7 @@ TEST_CASE("sage2 host API: wrong sizes and non-finite inputs are refused before 
   p.head_dim = 64;
   const auto sizes = kernels::attention::QuantizedSizes::of(p);
   kernels::attention::Sage2HostQuantized h;
-  h.q_codes.resize(sizes.q_codes);
-  h.q_scales.resize(sizes.q_scales);
-  h.q_bias.resize(sizes.q_bias);
-  h.k_codes.resize(sizes.k_codes);
-  h.k_scales.resize(sizes.k_scales);
-  h.k_mean.resize(sizes.k_mean);
-  h.v_codes.resize(sizes.v_codes);
+  kernels::attention::for_each_quantized_buffer([&](const char*, auto, auto host, auto count) { (h.*host).resize(sizes.*count); });
   h.v_scales.resize(sizes.v_scales - 1);
   CHECK_THROWS_WITH(kernels::attention::sage2_attention_host_quantized(p, h),
                     Catch::Contains("quantized.v_scales has 63 elements, the problem needs 64"));
