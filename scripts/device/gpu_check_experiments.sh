@@ -5,8 +5,12 @@
 #   LOWBIT_GIT_SHA=SHA scripts/device/gpu_check_experiments.sh
 # Configures build/ (Release, sm_90a) and builds lowbit and the ctests' targets (on the lent 16-core
 # machine this took 156 s at d7c1f79 and over 255 s at a196d56: give it 6 minutes), unless LOWBIT names
-# a built lowbit. Then, side by side, each experiment into $OUT_DIR/NAME (--no-plots, --threads THREADS,
-# default 4) and ctest -R 'gpu:' -- each cut at STEP_LIMIT seconds (default 240). Writes
+# a built lowbit: one built on the Debian 12 VM (sm_90a) runs there, with libfmt.so.9 (from .device-deps'
+# libfmt9 .deb) on LD_LIBRARY_PATH (seen at 8954fdb: the canonical files came so, with no build there;
+# xz-compressed, lowbit is 4.8 MB of the call's 64 MiB; 8 experiments on THREADS=2 took 208 s). Then,
+# side by side, each experiment into $OUT_DIR/NAME (--no-plots, --threads THREADS, default 4) and
+# ctest -R 'gpu:' (where build/ exists and SKIP_CTEST is unset) -- each cut at STEP_LIMIT seconds
+# (default 240). Writes
 # $OUT_DIR/gpu-check.tar.xz (every experiment's folder, the logs) where $OUT_DIR is $OUT (the device
 # tool's folder) or build/results/gpu-check, and prints each gpu-check.json's totals. Then, here:
 #   (in a scratch folder) tar xJf gpu-check.tar.xz && for e in */gpu-check.json; do cp $e REPO/results/experiments/$e; done
