@@ -28,6 +28,37 @@ namespace {
 
 std::string why(const Sage2Problem& p) { return p.validate().value_or("(valid)"); }
 
+// Synthetic Q, K, V for problem p (batch 1) as the kernel's fp16 codes in p's layout and as the values
+// those codes hold; V offset by v_offset (a mean for smooth V to take out).
+struct Fp16Inputs {
+  std::vector<std::uint16_t> q, k, v;
+  Tensor4 q_values, k_values, v_values;
+};
+Fp16Inputs fp16_inputs(const Sage2Problem& p, float v_offset = 0.0f) {
+  SyntheticAttentionSpec spec;
+  spec.heads = p.heads_q;
+  spec.tokens = p.tokens;
+  spec.dim = p.head_dim;
+  const AttentionData data = make_synthetic_attention(spec);
+  Fp16Inputs in{std::vector<std::uint16_t>(p.elements(p.heads_q)), std::vector<std::uint16_t>(p.elements(p.heads_kv)),
+                std::vector<std::uint16_t>(p.elements(p.heads_kv)), Tensor4(1, p.heads_q, p.tokens, p.head_dim),
+                Tensor4(1, p.heads_kv, p.tokens, p.head_dim), Tensor4(1, p.heads_kv, p.tokens, p.head_dim)};
+  const auto put = [&](std::vector<std::uint16_t>& codes, Tensor4& values, const MatrixF& m, int h, int heads, float offset) {
+    for (int i = 0; i < p.tokens; ++i)
+      for (int c = 0; c < p.head_dim; ++c) {
+        const Code code = encode(formats::fp16, double(m(i, c) + offset));
+        codes[p.element_offset(0, h, i, heads) + std::size_t(c)] = std::uint16_t(code);
+        values.row(0, h, i)[c] = float(decode(formats::fp16, code));
+      }
+  };
+  for (int h = 0; h < p.heads_q; ++h) put(in.q, in.q_values, data.q[std::size_t(h)], h, p.heads_q, 0.0f);
+  for (int h = 0; h < p.heads_kv; ++h) {
+    put(in.k, in.k_values, data.k[std::size_t(h)], h, p.heads_kv, 0.0f);
+    put(in.v, in.v_values, data.v[std::size_t(h)], h, p.heads_kv, v_offset);
+  }
+  return in;
+}
+
 }  // namespace
 
 TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
@@ -173,20 +204,8 @@ TEST_CASE("sage2 emulated, in the kernels' layout: close to float64 attention, c
     p.heads_q = 2;
     p.heads_kv = 1;
     p.causal = causal;
-    SyntheticAttentionSpec spec;
-    spec.heads = 2;
-    spec.tokens = p.tokens;
-    spec.dim = p.head_dim;
-    const AttentionData data = make_synthetic_attention(spec);
-    std::vector<std::uint16_t> q(p.elements(2)), k(p.elements(1)), v(p.elements(1));
-    const auto put = [&](std::vector<std::uint16_t>& dst, const MatrixF& m, int h, int heads) {
-      for (int t = 0; t < p.tokens; ++t)
-        for (int c = 0; c < p.head_dim; ++c)
-          dst[p.element_offset(0, h, t, heads) + std::size_t(c)] = std::uint16_t(encode(formats::fp16, m(t, c)));
-    };
-    for (int h = 0; h < 2; ++h) put(q, data.q[std::size_t(h)], h, 2);
-    put(k, data.k[0], 0, 1);
-    put(v, data.v[0], 0, 1);
+    const Fp16Inputs in = fp16_inputs(p);
+    const std::vector<std::uint16_t>&q = in.q, &k = in.k, &v = in.v;
     const auto result = verification::emulate_sage2(p, q, k, v);
     for (int h = 0; h < 2; ++h) {
       const auto decoded = [&](const std::vector<std::uint16_t>& x, int head, int heads) {
@@ -226,45 +245,24 @@ TEST_CASE("sage2 emulated operands in the kernels' layout: forward's kept operan
     p.causal = causal;
     p.in_place = true;
     p.smooth_v = true;
-    SyntheticAttentionSpec spec;
-    spec.heads = 2;
-    spec.tokens = p.tokens;
-    spec.dim = p.head_dim;
-    const AttentionData data = make_synthetic_attention(spec);
-    std::vector<std::uint16_t> q(p.elements(2)), k(p.elements(1)), v(p.elements(1));
-    Tensor4 tq(1, 2, p.tokens, p.head_dim), tk(1, 1, p.tokens, p.head_dim), tv(1, 1, p.tokens, p.head_dim);
-    const auto put = [&](std::vector<std::uint16_t>& dst, Tensor4& t, const MatrixF& m, int h, int heads, float bias) {
-      for (int i = 0; i < p.tokens; ++i)
-        for (int c = 0; c < p.head_dim; ++c) {
-          const Code code = encode(formats::fp16, double(m(i, c) + bias));
-          dst[p.element_offset(0, h, i, heads) + std::size_t(c)] = std::uint16_t(code);
-          t.row(0, h, i)[c] = float(decode(formats::fp16, code));
-        }
-    };
-    for (int h = 0; h < 2; ++h) put(q, tq, data.q[std::size_t(h)], h, 2, 0.0f);
-    put(k, tk, data.k[0], 0, 1, 0.0f);
-    put(v, tv, data.v[0], 0, 1, 2.0f);  // a V mean for smooth V to take out
-    const kernels::attention::Sage2HostQuantized kept = verification::emulate_sage2(p, q, k, v).quantized;
+    const Fp16Inputs in = fp16_inputs(p, 2.0f);
+    const kernels::attention::Sage2HostQuantized kept = verification::emulate_sage2(p, in.q, in.k, in.v).quantized;
 
     attention::Pipeline pipeline = attention::preset("sage2-8b", p.head_dim);
     pipeline.accumulation = {attention::Accumulation::in_place, 0};
     pipeline.smoothing.v = true;
     const attention::PreparedOperands prepared =
-        attention::prepare_operands(pipeline, tq, tk, tv, {.causal = causal, .threads = 1, .keep_operands = false});
+        attention::prepare_operands(pipeline, in.q_values, in.k_values, in.v_values,
+                                    {.causal = causal, .threads = 1, .keep_operands = false});
     const kernels::attention::Sage2HostQuantized laid = kernels::attention::lay_out_operands(p, prepared);
     const auto same_bytes = [](const auto& a, const auto& b) {
       return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
     };
     INFO((causal ? "causal" : "not causal"));
-    CHECK(same_bytes(kept.q_codes, laid.q_codes));
-    CHECK(same_bytes(kept.q_scales, laid.q_scales));
-    CHECK(same_bytes(kept.q_bias, laid.q_bias));
-    CHECK(same_bytes(kept.k_codes, laid.k_codes));
-    CHECK(same_bytes(kept.k_scales, laid.k_scales));
-    CHECK(same_bytes(kept.k_mean, laid.k_mean));
-    CHECK(same_bytes(kept.v_codes, laid.v_codes));
-    CHECK(same_bytes(kept.v_scales, laid.v_scales));
-    CHECK(same_bytes(kept.v_mean, laid.v_mean));
+    kernels::attention::for_each_quantized_buffer([&](const char* name, auto, auto host, auto) {
+      INFO(name);
+      CHECK(same_bytes(kept.*host, laid.*host));
+    });
 
     // Where the kernel reads them: K code (key, channel) at k_code_offset, V^T's at v_code_offset of
     // the key's position in P's A fragment order, V's mean per channel.
