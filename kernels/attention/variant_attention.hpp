@@ -5,9 +5,10 @@
 // Algorithm: the host quantizes with the emulator's own code (attention::prepare_operands: transforms,
 // smoothing, Q/K/V quantizers, so any granularity the emulator has); the kernel
 // (variant_kernel.cuh, sm_90a) runs the tiled pass: QK^T on mma.sync s4 or s8, the scores'
-// dequantization and Q-smoothing correction, the softmax steps of kernel_steps.hpp, P in its format,
-// P V on mma.sync (e4m3, e5m2, s8, f16; fp32 or s32 out), two-level or in place; the output is
-// rounded on the host as forward() rounds it.
+// dequantization and Q-smoothing correction, the softmax steps of kernel_steps.hpp, P in its format
+// (at its static scale, or per block: divided by amax over the 128 x 64 tile / max finite, R times
+// that scale), P V on mma.sync (e4m3, e5m2, s8, f16; fp32 or s32 out), two-level or in place; the
+// output is rounded on the host as forward() rounds it.
 //
 // Contract: the GPU runs sm_90's arithmetic, so a pipeline runs here only with arch sm_90 (the
 // Ada presets' Hopper twin: --set arch=sm_90). variant_unsupported() says why a pipeline cannot
