@@ -58,11 +58,13 @@ inline std::vector<VariantSpec> sage2_4b_experiment_variants() {
       if (in_place) v.sets.push_back("accumulation=in-place");
       all.push_back(v);
     }
-  // Not an experiment's: the family's INT8 QK path, MUFU.EX2, descending KV blocks and a flush per MMA.
+  // Not an experiment's: the family's INT8 QK path, MUFU.EX2, descending KV blocks, a flush per MMA and
+  // a float P per block.
   all.push_back({"family: INT8 Q, K (mma.sync s8)", "sage2-4b",
                  {"q=int8:per-thread", "k=int8:per-thread", "qk=mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"}});
   all.push_back({"family: exp2 sm90-ex2, KV blocks descending", "sage2-4b", {"exp2=sm90-ex2", "kv-order=descending"}});
   all.push_back({"family: a fresh P V accumulator per MMA", "sage2-4b", {"accumulation=two-level:1"}});
+  all.push_back({"family: E4M3 P per block", "sage2-4b", {"p=e4m3:per-block"}});
   return all;
 }
 
