@@ -347,7 +347,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
         st.lanes[lane] = steps::update_row_sum(st.lanes[lane], alpha[std::size_t(r)], lane_sum(&p(r, 0), bkv, lane));
       st.m = m;
-      st.offset = offset;
+      st.offset = steps::carried_offset(m, offset);
     }
 
     // 7. P codes.

@@ -12,8 +12,8 @@
 //                                                                m starts at -inf)
 //   3. offset    = row_offset(m, p_log2_scale)                  (usable_max(m) - p_log2_scale: P's
 //                                                                static scale folded into the exponent)
-//   4. alpha     = rescale(offset_old, offset)                  (offset starts at -inf: alpha = 0 on
-//                                                                the first block)
+//   4. alpha     = rescale(offset_old, offset)                  (offset_old: carried_offset, -inf until
+//                                                                a key is unmasked: alpha = 0 there)
 //   5. p[c]      = probability(s[c], offset)                    (exp2(s - offset): p in [0, 2^p_log2_scale])
 //   6. l_lane    = fma_rn(l_lane, alpha, tree_sum(p[c] for the lane's columns in column order))
 //   7. P code    = e4m3 satfinite, round to nearest even, of p[c]
@@ -221,6 +221,12 @@ inline constexpr float kLog2Of448 = 0x1.19d5dap+3f;
 LOWBIT_HD inline float usable_max(float m) { return m == kNegativeInfinity ? 0.0f : m; }
 // The offset subtracted from every score of the row: m_use = usable_max(m) - p_log2_scale.
 LOWBIT_HD inline float row_offset(float m, float p_log2_scale) { return sub_rn(usable_max(m), p_log2_scale); }
+// The offset the row carries to the next block's rescale: -inf while every key so far is masked, so
+// that the first block with a key scales the empty sums by alpha = 0. (Carrying row_offset's 0 - p_log2_scale
+// instead gives alpha = exp2(-p_log2_scale - offset), +inf where that block's maximum is below about
+// -128 with MUFU.EX2, and 0 * inf = NaN: a causal row whose KV blocks run descending meets its masked
+// blocks first.)
+LOWBIT_HD inline float carried_offset(float m, float offset) { return m == kNegativeInfinity ? m : offset; }
 
 // (score - offset <= p_log2_scale: exp2 without poly_exp2's upper-range selects.)
 LOWBIT_HD inline float probability(float score, float offset, const Exp2& exp2 = {}) {

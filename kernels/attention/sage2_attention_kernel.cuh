@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       m[h] = fmaxf(m[h], block_max[h]);
       const float new_offset = steps::row_offset(m[h], recipe.p_log2_scale);
       alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
-      offset[h] = new_offset;
+      offset[h] = steps::carried_offset(m[h], new_offset);
       float p_row[kPerRow];
       STile::map_row(x, h, [&](float s) {
         return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);

@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32) variant_attention(Params p) {
           }
         lane_sum[mt][h] = steps::update_row_sum(lane_sum[mt][h], alpha[mt][h], steps::tree_sum<2 * kNTiles>(probabilities));
         m[mt][h] = m_new;
-        offset[mt][h] = offset_new;
+        offset[mt][h] = steps::carried_offset(m_new, offset_new);
       }
 
     // 7. P's codes, per block divided by s_P (the tile's rows past the last query take no part in the amax).

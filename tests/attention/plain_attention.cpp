@@ -295,7 +295,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
               lanes[lane] = flash2 || flash3 ? flash2::lane_sum(lanes[lane], alpha, p.data(), bkv, lane)
                                              : st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
-            offset = offset_new;
+            offset = st::carried_offset(m_new, offset_new);
             // P codes, their block scales and the factor R is multiplied by.
             MatrixCode pc(1, bkv), ps;
             float factor = 1;

@@ -89,6 +89,13 @@ TEST_CASE("exp2 steps: exp2(0) = 1, P's maximum at 448, masked keys, the first b
   CHECK(float(std::log2(448.0)) == st::kLog2Of448);
   CHECK(st::rescale(st::kNegativeInfinity, st::row_offset(3.0f, st::kLog2Of448)) == 0.0f);
   CHECK(st::row_offset(st::kNegativeInfinity, st::kLog2Of448) == -st::kLog2Of448);
+  // A row with every key so far masked carries -inf, so a later block whose maximum is far below 0
+  // rescales by 0, where carrying its -log2 448 would overflow MUFU.EX2 to +inf.
+  const float far_below = -739.0f;
+  CHECK(st::carried_offset(st::kNegativeInfinity, st::row_offset(st::kNegativeInfinity, st::kLog2Of448)) == st::kNegativeInfinity);
+  CHECK(st::carried_offset(far_below, st::row_offset(far_below, st::kLog2Of448)) == st::row_offset(far_below, st::kLog2Of448));
+  CHECK(st::rescale(st::kNegativeInfinity, st::row_offset(far_below, st::kLog2Of448), st::exp2_sm90_ex2()) == 0.0f);
+  CHECK(std::isinf(st::rescale(-st::kLog2Of448, st::row_offset(far_below, st::kLog2Of448), st::exp2_sm90_ex2())));
 }
 
 TEST_CASE("fused steps 1 and 5: one rounding of acc scale - offset, a scale of 0 kept from NaN", "[attention][exp2]") {

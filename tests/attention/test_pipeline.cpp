@@ -577,3 +577,27 @@ TEST_CASE("forward: shapes that do not fit and NaN/Inf are named", "[attention][
   CHECK_THROWS_WITH(forward(unsigned_v, q, k, v, named),
                     Catch::Contains("V: ") && Catch::Contains("negative values") && Catch::Contains("unsigned uint3"));
 }
+
+TEST_CASE("descending KV blocks: a causal row meets its masked blocks first and scales its empty sums by 0, not NaN",
+          "[attention][kernel-steps]") {
+  // Row 0 sees key 0 alone, scored q.k / sqrt(d) log2(e) = -4096 / 8 * 1.44 = -739 in log2 units. Run
+  // descending, its first blocks are all masked; were their offset carried (0 - log2 448), the block
+  // of key 0 would rescale by exp2(739) = +inf (MUFU.EX2) and 0 * inf would give NaN sums.
+  constexpr int d = 64, n = 200;
+  Tensor4 q = random_tensor(1, 1, n, d, 41, 0.0), k = random_tensor(1, 1, n, d, 42, 0.0), v = random_tensor(1, 1, n, d, 43);
+  for (int c = 0; c < d; ++c) q.values[std::size_t(c)] = 8.0f, k.values[std::size_t(c)] = -8.0f;
+  for (const char* exp2 : {"exp2=sm90-ex2", "exp2=poly5", "exp2=exact"}) {
+    INFO(exp2);
+    Pipeline ascending = preset("sage2-4b", d);
+    REQUIRE_FALSE(set_stage(ascending, exp2));
+    Pipeline descending = ascending;
+    REQUIRE_FALSE(set_stage(descending, "kv-order=descending"));
+    ForwardOptions causal;
+    causal.causal = true;
+    const ForwardResult up = forward(ascending, q, k, v, causal);
+    const ForwardResult down = forward(descending, q, k, v, causal);
+    CHECK(std::isfinite(down.lse[0]));
+    CHECK(std::bit_cast<std::uint32_t>(down.lse[0]) == std::bit_cast<std::uint32_t>(up.lse[0]));
+    for (std::size_t c = 0; c < std::size_t(d); ++c) CHECK(down.output_codes[c] == up.output_codes[c]);
+  }
+}
