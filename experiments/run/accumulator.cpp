@@ -103,7 +103,9 @@ int run_accumulator(int argc, char** argv) {
               progress.skip();
               continue;
             }
-            progress.step(fmt::format("{} on {}: rel L1 {:.4g}", v.name, where, results.summary(v.name, d.name).rel_l1_mean));
+            progress.step(r->evaluations.front().second.heads.empty()
+                              ? fmt::format("{} on {}: left out", v.name, where)
+                              : fmt::format("{} on {}: rel L1 {:.4g}", v.name, where, results.summary(v.name, d.name).rel_l1_mean));
           }
         };
         for (const Sweep& s : sweeps)
