@@ -35,6 +35,8 @@
 # exited 0, else 1.
 # STEPS (default all five: granularity checked-slice pv-format smoothing accumulator) runs some of them,
 # in that order (a later call finishing what a budget cut).
+# SHARDS=N (default 1) runs each sweep as N processes side by side (--shard I/N), joined by lowbit
+# run-merge: one process leaves most of the 16 cores idle (the accumulator averaged under 2 of them).
 # For a trial elsewhere: TOKENS, REAL_LENGTHS, LAYERS, Q_HEADS, THREADS, BUDGET, DEVICE (cpu: no
 # GPU, everything emulated) and CAPTURE (a folder holding a capture already: no capture step).
 set -uo pipefail
@@ -45,6 +47,8 @@ real_lengths=${REAL_LENGTHS:-1024,2048,4096,8192}
 layers=${LAYERS:-all}
 q_heads=${Q_HEADS:-all}
 threads=${THREADS:-16}
+shards=${SHARDS:-1}
+[[ $shards =~ ^[1-9][0-9]*$ ]] || { echo "SHARDS: '$shards' is not a positive whole number" >&2; exit 1; }
 device=${DEVICE:-gpu}
 deadline=$(($(date +%s) + ${BUDGET:-480} - 20))  # 20 s kept for packing
 all_steps=" granularity checked-slice pv-format smoothing accumulator "
@@ -104,16 +108,34 @@ else
 fi
 cp "$capture/capture.json" "$out/capture.json"
 
+# lowbit run NAME ARGS... --out DIR as SHARDS processes side by side, each into DIR.shard-I, then
+# joined into DIR (a function so that step's timeout covers the whole, its process group included).
+sweep() {
+  local dir=$1 i rc=0
+  shift
+  if [ "$shards" -eq 1 ]; then "$lowbit" run "$@" --out "$dir"; return; fi
+  local pids=()
+  for i in $(seq 1 "$shards"); do
+    "$lowbit" run "$@" --shard "$i/$shards" --out "$dir.shard-$i" > "$dir.shard-$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for i in "${pids[@]}"; do wait "$i" || rc=1; done
+  tail -n 2 "$dir".shard-*.log
+  [ $rc -eq 0 ] && "$lowbit" run-merge --no-plots "$dir" "$dir".shard-*[0-9]
+}
+export -f sweep
+export lowbit shards
+
 common=(--data-dir "$capture" --datasets smollm2 --tokens "$tokens" --device "$device" --threads "$threads" --no-plots)
 alone=("${common[@]}" --layers "$layers" --q-heads "$q_heads")
 [ "$device" = gpu ] && alone+=(--no-check)
 for name in "${steps[@]}"; do
   case $name in
-    granularity | pv-format | smoothing) step "$name" "$lowbit" run "$name" "${alone[@]}" --out "$work/$name" ;;
+    granularity | pv-format | smoothing) step "$name" bash -c 'sweep "$@"' _ "$work/$name" "$name" "${alone[@]}" ;;
     # One slice checked at full length: the GPU's output codes and LSE against the emulation's (second
     # by default: it proves the kernels at N = 8192 while the budget is whole).
     checked-slice) step checked-slice "$lowbit" run granularity "${common[@]}" --layers 0 --q-heads 0 --out "$work/checked-slice" ;;
-    accumulator) step accumulator "$lowbit" run accumulator "${alone[@]}" --real-lengths "$real_lengths" --out "$work/accumulator" ;;
+    accumulator) step accumulator bash -c 'sweep "$@"' _ "$work/accumulator" accumulator "${alone[@]}" --real-lengths "$real_lengths" ;;
   esac
 done
 
@@ -126,7 +148,7 @@ for dir in "${steps[@]}"; do
   if [ -f "$work/$dir/table.md" ]; then grep -v '^<!--' "$work/$dir/table.md" >> "$summary"; else echo "(no table.md)" >> "$summary"; fi
 done
 cp "$summary" "$out/summary.md"
-(cd "$work" && tar --exclude='*.npy' --exclude='*.png' -cJf /tmp/real-scale.tar.xz .)
+(cd "$work" && tar --exclude='*.npy' --exclude='*.png' --exclude='*.shard-[0-9]' -cJf /tmp/real-scale.tar.xz .)
 if [ "$(stat -c %s /tmp/real-scale.tar.xz)" -gt 15000000 ]; then
   split -b 15M /tmp/real-scale.tar.xz "$out/real-scale.tar.xz.part-"
 else
