@@ -1,0 +1,67 @@
+// exp2_exact and log2_exact (emulation/attention/pipeline.hpp) on the GPU, bit for bit: CUDA's
+// double exp2/log2 (at most 1 ulp of double from the truth, CUDA Math API), rounded to float; where
+// that double lies within |midpoint| * 2^-50 of the rounding midpoint nearest it, the answer is read
+// from the hard cases of emulation/attention/exact_rounding_table.hpp, which hold every input
+// within 2^-48 of glibc's double (exact_rounding.hpp says why that covers the GPU's). An input the
+// GPU flags that the table lacks keeps the rounded double: the exhaustive check (check_sage_bwd_gpu
+// --exact-functions) would show it. Zero, infinite and NaN results are returned as rounded, as the
+// emulator does. upload_exact_rounding_tables() must have run on the current device.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "emulation/attention/exact_rounding.hpp"
+#include "emulation/attention/exact_rounding_table.hpp"
+
+namespace lowbit::kernels::attention {
+
+inline constexpr int kExp2HardCaseCount = int(sizeof(lowbit::attention::kExp2HardCases) / sizeof(lowbit::attention::RoundingCase));
+inline constexpr int kLog2HardCaseCount = int(sizeof(lowbit::attention::kLog2HardCases) / sizeof(lowbit::attention::RoundingCase));
+
+// Relocatable device code is off: each translation unit that includes this header holds its own
+// copy of the tables.
+static __constant__ lowbit::attention::RoundingCase exp2_hard_cases[kExp2HardCaseCount];
+static __constant__ lowbit::attention::RoundingCase log2_hard_cases[kLog2HardCaseCount];
+
+// Copies the tables to this translation unit's constant memory (once per device and unit).
+inline cudaError_t upload_exact_rounding_tables() {
+  cudaError_t e = cudaMemcpyToSymbol(exp2_hard_cases, lowbit::attention::kExp2HardCases, sizeof exp2_hard_cases);
+  if (e == cudaSuccess) e = cudaMemcpyToSymbol(log2_hard_cases, lowbit::attention::kLog2HardCases, sizeof log2_hard_cases);
+  return e;
+}
+
+namespace detail {
+// The table's result for input bits x (sorted by input), or `fallback` where it has none.
+__device__ inline float hard_case(const lowbit::attention::RoundingCase* table, int count, std::uint32_t x, float fallback) {
+  int lo = 0, hi = count - 1;
+  while (lo <= hi) {
+    const int mid = (lo + hi) / 2;
+    const std::uint32_t at = table[mid].input;
+    if (at == x) return __uint_as_float(table[mid].result);
+    if (at < x) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return fallback;
+}
+
+// y rounded to float, or the table's answer where y lies near a rounding midpoint.
+__device__ inline float round_exact(double y, float x, const lowbit::attention::RoundingCase* table, int count) {
+  const float r = __double2float_rn(y);
+  if (!isfinite(r) || r == 0.0f) return r;
+  const float neighbour = nextafterf(r, y > double(r) ? __int_as_float(0x7f800000) : __int_as_float(int(0xff800000u)));
+  const double midpoint = (double(r) + double(neighbour)) * 0.5;  // exact
+  if (fabs(y - midpoint) > fabs(midpoint) * lowbit::attention::kDeviceMargin) return r;
+  return hard_case(table, count, __float_as_uint(x), r);
+}
+}  // namespace detail
+
+__device__ inline float exp2_exact(float x) {
+  return detail::round_exact(exp2(double(x)), x, exp2_hard_cases, kExp2HardCaseCount);
+}
+__device__ inline float log2_exact(float x) {
+  return detail::round_exact(log2(double(x)), x, log2_hard_cases, kLog2HardCaseCount);
+}
+
+}  // namespace lowbit::kernels::attention
