@@ -20,6 +20,7 @@
 #include "emulation/attention/kernel_steps.hpp"
 #include "kernels/attention/exact_exp2.cuh"
 #include "kernels/device.hpp"
+#include "kernels/sm90/mma_sync.cuh"
 
 namespace lowbit::kernels::attention {
 namespace {
@@ -152,7 +153,9 @@ __device__ inline std::uint32_t word_at(const Operand& op, int row, int byte) {
 }
 
 // a (64 x K) times b (n x K) transposed, n a multiple of 32: epilogue(r, c, value) for every
-// element, value the emulator's product() (INT8: float(sum) * (s_a[r] * s_b[c])).
+// element, value the emulator's product() (INT8: float(sum) * (s_a[r] * s_b[c])). The fragments
+// (emulation/layout.hpp): A's registers rows g, g + 8 at k, then at k + 8 (f16) or k + 16 (s8); B's
+// column g at k, then k + 8 or k + 16; C's rows g, g + 8, columns 2t, 2t + 1 (g = lane / 4, t = lane % 4).
 template <class Epilogue>
 __device__ void product(const Operand& a, const Operand& b, int n, Epilogue epilogue) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -160,40 +163,33 @@ __device__ void product(const Operand& a, const Operand& b, int n, Epilogue epil
   const int row = 16 * warp + group;
   for (int n0 = 0; n0 < n; n0 += 32) {
     if (a.f16) {
-      float acc[4][4] = {};
+      std::uint32_t acc[4][4] = {};  // fp32 bits, +0
       for (int k0 = 0; k0 < a.depth; k0 += 16) {  // ceil(depth / 16) chunks, ascending
         const int byte = 2 * (k0 + 2 * tig);
-        const std::uint32_t a0 = word_at(a, row, byte), a1 = word_at(a, row + 8, byte), a2 = word_at(a, row, byte + 16),
-                            a3 = word_at(a, row + 8, byte + 16);
+        const std::uint32_t fa[4] = {word_at(a, row, byte), word_at(a, row + 8, byte), word_at(a, row, byte + 16),
+                                     word_at(a, row + 8, byte + 16)};
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
           const int col = n0 + 8 * t + group;
-          const std::uint32_t b0 = word_at(b, col, byte), b1 = word_at(b, col, byte + 16);
-          asm volatile(
-              "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-              "{%0,%1,%2,%3};"
-              : "+f"(acc[t][0]), "+f"(acc[t][1]), "+f"(acc[t][2]), "+f"(acc[t][3])
-              : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+          const std::uint32_t fb[2] = {word_at(b, col, byte), word_at(b, col, byte + 16)};
+          sm90::MmaF16::run(acc[t], fa, fb, acc[t]);
         }
       }
 #pragma unroll
       for (int t = 0; t < 4; ++t)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) epilogue(row + 8 * (e / 2), n0 + 8 * t + 2 * tig + e % 2, acc[t][e]);
+        for (int e = 0; e < 4; ++e) epilogue(row + 8 * (e / 2), n0 + 8 * t + 2 * tig + e % 2, __uint_as_float(acc[t][e]));
     } else {
-      int acc[4][4] = {};
+      std::uint32_t acc[4][4] = {};  // s32 sums
       for (int k0 = 0; k0 < a.depth; k0 += 32) {
         const int byte = k0 + 4 * tig;
-        const std::uint32_t a0 = word_at(a, row, byte), a1 = word_at(a, row + 8, byte), a2 = word_at(a, row, byte + 16),
-                            a3 = word_at(a, row + 8, byte + 16);
+        const std::uint32_t fa[4] = {word_at(a, row, byte), word_at(a, row + 8, byte), word_at(a, row, byte + 16),
+                                     word_at(a, row + 8, byte + 16)};
 #pragma unroll
         for (int t = 0; t < 4; ++t) {
           const int col = n0 + 8 * t + group;
-          const std::uint32_t b0 = word_at(b, col, byte), b1 = word_at(b, col, byte + 16);
-          asm volatile(
-              "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-              : "+r"(acc[t][0]), "+r"(acc[t][1]), "+r"(acc[t][2]), "+r"(acc[t][3])
-              : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+          const std::uint32_t fb[2] = {word_at(b, col, byte), word_at(b, col, byte + 16)};
+          sm90::MmaS8::run(acc[t], fa, fb, acc[t]);
         }
       }
 #pragma unroll
@@ -201,7 +197,7 @@ __device__ void product(const Operand& a, const Operand& b, int n, Epilogue epil
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = row + 8 * (e / 2), c = n0 + 8 * t + 2 * tig + e % 2;
-          epilogue(r, c, steps::mul_rn(__int2float_rn(acc[t][e]), steps::mul_rn(a.scale[r], b.scale[c])));
+          epilogue(r, c, steps::mul_rn(__int2float_rn(int(acc[t][e])), steps::mul_rn(a.scale[r], b.scale[c])));
         }
     }
   }
