@@ -106,6 +106,11 @@ int run_backward(int argc, char** argv) {
             "through the f16 mma.sync (sm_89, MMA-Sim's model) or INT8. \"FP16 (every product)\" casts every operand "
             "to fp16 on that instruction. dO: Gaussian, rounded to fp16 (seed in provenance.json). Reference: float64 "
             "attention and its gradients.\n");
+        if (o.on_gpu())
+          results.note(
+              "\nOn the GPU (kernels/attention/sage_bwd_gpu.hpp; the FP16 variants as their Hopper twins, arch=sm_90, "
+              "the GPU's f16 mma.sync): the GPU table's output codes of a variant's O, dQ, dK and dV rows are those "
+              "tensors' fp32 values, its LSE values O's, each compared bit for bit with the emulation's.\n");
         results.write("SageAttention3 Table 1c: SageBwd's gradients, dO V^T in FP16 or INT8");
       });
 }
