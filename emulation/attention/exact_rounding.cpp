@@ -20,11 +20,7 @@ std::vector<RoundingCase> hard_rounding_cases(ExactFunction f, unsigned threads)
     for (std::uint64_t i = chunk * kChunk; i < (chunk + 1) * kChunk; ++i) {
       const float x = std::bit_cast<float>(std::uint32_t(i));
       const double y = f == ExactFunction::exp2 ? std::exp2(double(x)) : std::log2(double(x));
-      const float r = float(y);
-      if (!std::isfinite(r) || r == 0) continue;
-      const float neighbour = std::nextafter(r, y > double(r) ? HUGE_VALF : -HUGE_VALF);
-      const double midpoint = (double(r) + double(neighbour)) / 2;  // exact
-      if (std::fabs(y - midpoint) <= std::fabs(midpoint) * kTableMargin)
+      if (near_rounding_midpoint(y, kTableMargin))
         found[chunk].push_back({std::uint32_t(i), std::bit_cast<std::uint32_t>(exact(f, x))});
     }
   });

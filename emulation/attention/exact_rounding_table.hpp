@@ -8,7 +8,7 @@
 
 namespace lowbit::attention {
 
-// 40 inputs {x, exp2_exact(x)} as bit patterns, their values beside them
+// 41 inputs {x, exp2_exact(x)} as bit patterns, their values beside them
 inline constexpr RoundingCase kExp2HardCases[] = {
     {0x33b8aa3bu, 0x3f800001u},  // 0x1.715476p-24 -> 0x1.000002p+0
     {0x36879cf7u, 0x3f800018u},  // 0x1.0f39eep-18 -> 0x1.00003p+0
@@ -50,6 +50,7 @@ inline constexpr RoundingCase kExp2HardCases[] = {
     {0xbe1f29deu, 0x3f65da56u},  // -0x1.3e53bcp-3 -> 0x1.cbb4acp-1
     {0xbe5e17c2u, 0x3f5c4478u},  // -0x1.bc2f84p-3 -> 0x1.b888fp-1
     {0xbe62e434u, 0x3f5b8d9bu},  // -0x1.c5c868p-3 -> 0x1.b71b36p-1
+    {0xc3160000u, 0x00000000u},  // -0x1.2cp+7 -> 0x0p+0
 };
 
 // 431 inputs {x, log2_exact(x)} as bit patterns, their values beside them

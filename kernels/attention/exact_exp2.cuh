@@ -1,9 +1,9 @@
 // exp2_exact and log2_exact (emulation/attention/pipeline.hpp) on the GPU, bit for bit: CUDA's
 // double exp2/log2 (at most 1 ulp of double from the truth, CUDA Math API), rounded to float; where
 // that double lies within |midpoint| * 2^-50 of the rounding midpoint nearest it, the answer is read
-// from the hard cases of emulation/attention/exact_rounding_table.hpp, which hold every input
-// within 2^-48 of glibc's double (exact_rounding.hpp says why that covers the GPU's). An input the
-// GPU flags that the table lacks keeps the rounded double: check_sage_bwd_gpu's exhaustive check of
+// (attention::round_with_table) from the hard cases of emulation/attention/exact_rounding_table.hpp,
+// which hold every input within 2^-48 of glibc's double (exact_rounding.hpp says why that covers the
+// GPU's). An input the GPU flags that the table lacks keeps the rounded double: check_sage_bwd_gpu's exhaustive check of
 // all 2^32 inputs would show it. Zero, infinite and NaN results are returned as rounded, as the
 // emulator does. upload_exact_rounding_tables() must have run on the current device.
 #pragma once
@@ -33,36 +33,13 @@ cudaError_t upload_exact_rounding_tables() {
   return e;
 }
 
-namespace detail {
-// The table's result for input bits x (sorted by input), or `fallback` where it has none.
-__device__ inline float hard_case(const lowbit::attention::RoundingCase* table, int count, std::uint32_t x, float fallback) {
-  int lo = 0, hi = count - 1;
-  while (lo <= hi) {
-    const int mid = (lo + hi) / 2;
-    const std::uint32_t at = table[mid].input;
-    if (at == x) return __uint_as_float(table[mid].result);
-    if (at < x) lo = mid + 1;
-    else hi = mid - 1;
-  }
-  return fallback;
-}
-
-// y rounded to float, or the table's answer where y lies near a rounding midpoint.
-__device__ inline float round_exact(double y, float x, const lowbit::attention::RoundingCase* table, int count) {
-  const float r = __double2float_rn(y);
-  if (!isfinite(r) || r == 0.0f) return r;
-  const float neighbour = nextafterf(r, y > double(r) ? __int_as_float(0x7f800000) : __int_as_float(int(0xff800000u)));
-  const double midpoint = (double(r) + double(neighbour)) * 0.5;  // exact
-  if (fabs(y - midpoint) > fabs(midpoint) * lowbit::attention::kDeviceMargin) return r;
-  return hard_case(table, count, __float_as_uint(x), r);
-}
-}  // namespace detail
-
 __device__ inline float exp2_exact(float x) {
-  return detail::round_exact(exp2(double(x)), x, exp2_hard_cases, kExp2HardCaseCount);
+  return lowbit::attention::round_with_table(exp2(double(x)), x, exp2_hard_cases, kExp2HardCaseCount,
+                                             lowbit::attention::kDeviceMargin);
 }
 __device__ inline float log2_exact(float x) {
-  return detail::round_exact(log2(double(x)), x, log2_hard_cases, kLog2HardCaseCount);
+  return lowbit::attention::round_with_table(log2(double(x)), x, log2_hard_cases, kLog2HardCaseCount,
+                                             lowbit::attention::kDeviceMargin);
 }
 
 }  // namespace
