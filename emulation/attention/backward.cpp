@@ -5,6 +5,7 @@
 #include <cmath>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -101,6 +102,30 @@ void check_finite(const Tensor4& t, const char* name) {
 }
 
 }  // namespace
+
+std::string BackwardBitComparison::text(std::string_view a_name, std::string_view b_name) const {
+  if (differ == 0) return fmt::format("{}: {} equal", tensor, compared);
+  return fmt::format("{}: {} of {} differ, the first at {}: {} {:#010x} vs {} {:#010x}", tensor, differ, compared, first,
+                     a_name, first_a, b_name, first_b);
+}
+
+std::vector<BackwardBitComparison> compare_bits(const BackwardResult& a, const BackwardResult& b) {
+  std::vector<BackwardBitComparison> out;
+  for (const auto& [name, x, y] : {std::tuple{"O", &a.output, &b.output}, std::tuple{"LSE", &a.lse, &b.lse},
+                                   std::tuple{"dQ", &a.dq, &b.dq}, std::tuple{"dK", &a.dk, &b.dk},
+                                   std::tuple{"dV", &a.dv, &b.dv}}) {
+    if (x->size() != y->size())
+      throw std::invalid_argument(fmt::format("compare_bits: {} has {} values against {}", name, x->size(), y->size()));
+    BackwardBitComparison c{name, x->size()};
+    for (std::size_t i = 0; i < x->size(); ++i) {
+      const auto p = std::bit_cast<std::uint32_t>((*x)[i]), q = std::bit_cast<std::uint32_t>((*y)[i]);
+      if (p == q) continue;
+      if (c.differ++ == 0) c.first = std::int64_t(i), c.first_a = p, c.first_b = q;
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
 
 std::optional<std::string> SageBwdConfig::validate() const {
   if (block_q < 1 || block_kv < 1) return fmt::format("tiles {} x {} must be positive", block_q, block_kv);

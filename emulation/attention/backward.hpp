@@ -18,8 +18,10 @@
 // modeled), the sm_89 f16 instruction (SageBwd runs on an RTX 4090).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "emulation/format.hpp"
@@ -57,6 +59,20 @@ struct BackwardResult {
   std::vector<float> dq;      // [batch, heads, tokens, dim]
   std::vector<float> dk, dv;  // [batch, kv_heads, keys, dim]
 };
+
+// Two results of the same shapes, every fp32 bit, tensor by tensor (O, LSE, dQ, dK, dV in that
+// order): how many values, how many differ, and the first that does (its flat index, both bit
+// patterns). Throws std::invalid_argument naming the tensor whose sizes differ.
+struct BackwardBitComparison {
+  std::string tensor;
+  std::uint64_t compared = 0, differ = 0;
+  std::int64_t first = -1;  // flat index of the first difference; -1: none
+  std::uint32_t first_a = 0, first_b = 0;
+
+  // "dQ: 3 of 51200 differ, the first at 1021: 0x3f800000 vs 0x3f800001" or "dQ: 51200 equal".
+  std::string text(std::string_view a_name = "a", std::string_view b_name = "b") const;
+};
+std::vector<BackwardBitComparison> compare_bits(const BackwardResult& a, const BackwardResult& b);
 
 // Throws std::invalid_argument for shapes that do not fit (dO: Q's batch, heads, tokens and V's
 // dim), non-finite inputs and a config that does not validate.

@@ -2,7 +2,9 @@
 // (emulation/attention/backward.hpp) with dO V^T in FP16 (the paper's choice) or INT8, and every
 // product in FP16 as the baseline: the output O and the gradients dQ, dK, dV against float64
 // (numerics/attention_backward_reference.hpp). dO is Gaussian (seeded, rounded to fp16): the
-// datasets hold no gradients.
+// datasets hold no gradients. --device gpu runs each variant on the GPU beside its emulation
+// (kernels/attention/sage_bwd_gpu.hpp, through harness.hpp's evaluate_backward), every fp32 bit of
+// O, LSE, dQ, dK and dV compared (gpu-check.json).
 #include <optional>
 #include <random>
 
@@ -23,8 +25,6 @@ Tensor4 gaussian_like(const Tensor4& shape, int dim, std::uint64_t seed) {
   for (float& x : t.values) x = float(_Float16(normal(rng)));
   return t;
 }
-
-std::vector<double> widen(const std::vector<float>& x) { return {x.begin(), x.end()}; }
 
 }  // namespace
 
@@ -71,14 +71,9 @@ int run_backward(int argc, char** argv) {
                   pt.reference = reference_attention_backward(dp.q, dp.k, dp.v, dp_out, {.causal = dp.causal, .threads = o.threads});
                   progress.step("float64 gradients of " + where);
                 }
-                const ReferenceGradients& g = *pt.reference;
-                const attention::BackwardResult b = attention::sage_bwd(config, dp.q, dp.k, dp.v, dp_out, dp.causal, o.threads);
                 ItemResult item;
-                for (const auto& [grad, reference, output] :
-                     {std::tuple{"O", &g.forward.output, &b.output}, std::tuple{"dQ", &g.dq, &b.dq},
-                      std::tuple{"dK", &g.dk, &b.dk}, std::tuple{"dV", &g.dv, &b.dv}})
-                  item.evaluations.emplace_back(label + ": " + grad,
-                                                compare_heads(*reference, widen(*output), dp.q.heads, dp.head_labels));
+                for (auto& [tensor, e] : evaluate_backward(config, dp, dp_out, *pt.reference, o))
+                  item.evaluations.emplace_back(label + ": " + tensor, std::move(e));
                 return item;
               });
               if (!r) {
@@ -111,6 +106,11 @@ int run_backward(int argc, char** argv) {
             "through the f16 mma.sync (sm_89, MMA-Sim's model) or INT8. \"FP16 (every product)\" casts every operand "
             "to fp16 on that instruction. dO: Gaussian, rounded to fp16 (seed in provenance.json). Reference: float64 "
             "attention and its gradients.\n");
+        if (o.on_gpu())
+          results.note(
+              "\nOn the GPU (kernels/attention/sage_bwd_gpu.hpp; the FP16 variants as their Hopper twins, arch=sm_90, "
+              "the GPU's f16 mma.sync): the GPU table's output codes of a variant's O, dQ, dK and dV rows are those "
+              "tensors' fp32 values, its LSE values O's, each compared bit for bit with the emulation's.\n");
         results.write("SageAttention3 Table 1c: SageBwd's gradients, dO V^T in FP16 or INT8");
       });
 }

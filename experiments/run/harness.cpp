@@ -22,6 +22,7 @@
 #if defined(LOWBIT_HAVE_KERNELS)
 #include "experiments/cli/gpu_run.hpp"
 #include "kernels/attention/gpu_forward.hpp"
+#include "kernels/attention/sage_bwd_gpu.hpp"
 #endif
 
 namespace lowbit::experiments {
@@ -563,6 +564,12 @@ Tensor4 rounded_to(const Tensor4& t, const Format& f, unsigned threads) {
 }  // namespace
 
 #if defined(LOWBIT_HAVE_KERNELS)
+namespace {
+std::string twin_text(const std::string& hopper_arch, const std::string& arch) {
+  return fmt::format("its Hopper twin: arch={} (the variant's {} emulated beside)", hopper_arch, arch);
+}
+}  // namespace
+
 GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
                  const attention::ForwardOptions& options) {
   namespace ka = kernels::attention;
@@ -573,8 +580,24 @@ GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Te
   if (attention::set_stage(hopper, "arch=" + hopper_arch) || hopper.validate(q.dim, v.dim) ||
       ka::gpu_unsupported(hopper, q, k, v, options))
     return plan;
-  plan.twin = fmt::format("its Hopper twin: arch={} (the variant's {} emulated beside)", hopper_arch, pipeline.arch);
+  plan.twin = twin_text(hopper_arch, pipeline.arch);
   plan.pipeline = std::move(hopper);
+  plan.why.reset();
+  return plan;
+}
+
+BackwardGpuPlan plan_gpu_backward(const attention::SageBwdConfig& config, const Tensor4& q, const Tensor4& k,
+                                  const Tensor4& v, const Tensor4& d_out) {
+  namespace ka = kernels::attention;
+  BackwardGpuPlan plan{config, "", ka::gpu_sage_bwd_unsupported(config, q, k, v, d_out)};
+  const attention::SageBwdConfig twin = ka::sage_bwd_hopper_twin(config);
+  if (!plan.why || twin.arch == config.arch) return plan;
+  if (auto why = ka::gpu_sage_bwd_unsupported(twin, q, k, v, d_out)) {
+    plan.why = why;  // the twin's reason: the arch is not what stops it
+    return plan;
+  }
+  plan.twin = twin_text(twin.arch, config.arch);
+  plan.config = twin;
   plan.why.reset();
   return plan;
 }
@@ -625,6 +648,82 @@ Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const
 #endif
 }
 
+namespace {
+
+using BackwardEvaluations = std::vector<std::pair<std::string, Evaluation>>;
+
+// dK's and dV's head labels: d's where there are as many KV heads as Q heads (the datasets expand
+// GQA), else "KV head G".
+std::vector<std::string> kv_head_labels(const Dataset& d) {
+  if (d.k.heads == d.q.heads) return d.head_labels;
+  std::vector<std::string> labels;
+  for (int g = 0; g < d.k.heads; ++g) labels.push_back(fmt::format("KV head {}", g));
+  return labels;
+}
+
+BackwardEvaluations backward_metrics(const attention::BackwardResult& b, const Dataset& d, const ReferenceGradients& g,
+                                     unsigned threads) {
+  const auto widen = [](const std::vector<float>& x) { return std::vector<double>(x.begin(), x.end()); };
+  const std::vector<std::string> kv_labels = kv_head_labels(d);
+  BackwardEvaluations out;
+  out.emplace_back("O", compare_heads(g.forward.output, widen(b.output), d.q.heads, d.head_labels, threads));
+  out.emplace_back("dQ", compare_heads(g.dq, widen(b.dq), d.q.heads, d.head_labels, threads));
+  out.emplace_back("dK", compare_heads(g.dk, widen(b.dk), d.k.heads, kv_labels, threads));
+  out.emplace_back("dV", compare_heads(g.dv, widen(b.dv), d.v.heads, kv_labels, threads));
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Evaluation>> evaluate_backward(const attention::SageBwdConfig& config, const Dataset& d,
+                                                                  const Tensor4& d_out, const ReferenceGradients& reference,
+                                                                  const CommonOptions& o) {
+  if (!o.on_gpu())
+    return backward_metrics(attention::sage_bwd(config, d.q, d.k, d.v, d_out, d.causal, o.threads), d, reference, o.threads);
+#if defined(LOWBIT_HAVE_KERNELS)
+  namespace ka = kernels::attention;
+  const Tensor4 q = rounded_to(d.q, formats::fp16, o.threads), k = rounded_to(d.k, formats::fp16, o.threads),
+                v = rounded_to(d.v, formats::fp16, o.threads);
+  const BackwardGpuPlan plan = plan_gpu_backward(config, q, k, v, d_out);
+  const auto ran = [](BackwardEvaluations evaluations, const DeviceRun& run) {
+    for (auto& [tensor, e] : evaluations) e.device = run;
+    return evaluations;
+  };
+  if (plan.why && !o.check) {
+    BackwardEvaluations left_out;
+    for (const char* tensor : {"O", "dQ", "dK", "dV"}) left_out.emplace_back(tensor, Evaluation{});
+    return ran(std::move(left_out), DeviceRun{kLeftOut, *plan.why, {}, "", {}, {}});
+  }
+  if (plan.why)
+    return ran(backward_metrics(attention::sage_bwd(config, q, k, v, d_out, d.causal, o.threads), d, reference, o.threads),
+               DeviceRun{kRanOnEmulation, *plan.why, {}, "", {}, {}});
+  const attention::BackwardResult g = ka::gpu_sage_bwd(plan.config, q, k, v, d_out, d.causal);
+  BackwardEvaluations on_gpu = backward_metrics(g, d, reference, o.threads);
+  if (!o.check) return ran(std::move(on_gpu), DeviceRun{kRanOnGpu, plan.twin, {}, "", {}, {}});
+  const attention::BackwardResult b = attention::sage_bwd(config, q, k, v, d_out, d.causal, o.threads);
+  BackwardEvaluations evaluations = backward_metrics(b, d, reference, o.threads);
+  const attention::BackwardResult twin =
+      plan.twin.empty() ? attention::BackwardResult{} : attention::sage_bwd(plan.config, q, k, v, d_out, d.causal, o.threads);
+  const attention::BackwardResult& emulated = plan.twin.empty() ? b : twin;
+  const std::vector<std::string> kv_labels = kv_head_labels(d);
+  const std::vector<DeviceRun> runs{
+      check_device_values("O", g.output, emulated.output, v.dim, d.head_labels, g.lse, emulated.lse),
+      check_device_values("dQ", g.dq, emulated.dq, q.dim, d.head_labels),
+      check_device_values("dK", g.dk, emulated.dk, k.dim, kv_labels),
+      check_device_values("dV", g.dv, emulated.dv, v.dim, kv_labels)};
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    DeviceRun run = runs[i];
+    run.reason = plan.twin;
+    run.gpu = std::move(on_gpu[i].second.heads);
+    run.gpu_histogram = on_gpu[i].second.histogram;
+    evaluations[i].second.device = std::move(run);
+  }
+  return evaluations;
+#else
+  throw std::logic_error("--device gpu in a build without the CUDA kernels (experiment_main refuses it)");
+#endif
+}
+
 // ---- the GPU beside the emulation -------------------------------------------------------------
 
 HeadCheck DeviceRun::totals() const {
@@ -637,6 +736,41 @@ HeadCheck DeviceRun::totals() const {
   }
   return t;
 }
+
+namespace {
+
+// The heads' values (codes) and LSE values of the GPU against the emulation's, in order: `differs(i)`
+// whether value i differs, `describe(label, at, i)` the text of the first that does (at: its index
+// in its head). Each head has `per_head` values and `rows` LSE values (none where the spans are empty).
+template <class Differs, class Describe>
+DeviceRun compare_heads_bitwise(const std::vector<std::string>& labels, std::size_t per_head, std::size_t rows,
+                                std::span<const float> gpu_lse, std::span<const float> emulated_lse, Differs differs,
+                                Describe describe) {
+  DeviceRun run;
+  run.ran_on = kRanOnBoth;
+  std::string first_lse;
+  for (std::size_t h = 0; h < labels.size(); ++h) {
+    HeadCheck c{labels[h]};
+    for (std::size_t i = h * per_head; i < (h + 1) * per_head; ++i) {
+      ++c.codes_compared;
+      if (!differs(i)) continue;
+      if (c.codes_differ++ == 0 && run.first_difference.empty()) run.first_difference = describe(labels[h], i - h * per_head, i);
+    }
+    for (std::size_t i = h * rows; i < (h + 1) * rows && !emulated_lse.empty(); ++i) {
+      ++c.lse_compared;
+      const std::uint32_t a = std::bit_cast<std::uint32_t>(gpu_lse[i]), b = std::bit_cast<std::uint32_t>(emulated_lse[i]);
+      if (a == b) continue;
+      if (c.lse_differ++ == 0 && first_lse.empty())
+        first_lse = fmt::format("head {}, LSE of row {} (index {} of the head's {}): GPU {} ({:#010x}), emulated {} ({:#010x})",
+                                labels[h], i - h * rows, i - h * rows, rows, gpu_lse[i], a, emulated_lse[i], b);
+    }
+    run.heads.push_back(c);
+  }
+  if (run.first_difference.empty()) run.first_difference = first_lse;
+  return run;
+}
+
+}  // namespace
 
 DeviceRun check_device(const attention::ForwardResult& gpu, const attention::ForwardResult& emulated,
                        const std::vector<std::string>& labels) {
@@ -653,34 +787,33 @@ DeviceRun check_device(const attention::ForwardResult& gpu, const attention::For
     throw std::invalid_argument(fmt::format("check_device: the GPU's output {} and the emulation's {} ({} head labels) do not "
                                             "fit one batch-1 problem",
                                             shape(gpu), shape(emulated), labels.size()));
-  DeviceRun run;
-  run.ran_on = kRanOnBoth;
-  std::string first_lse;
-  for (std::size_t h = 0; h < labels.size(); ++h) {
-    HeadCheck c{labels[h]};
-    for (std::size_t i = h * rows * dim; i < (h + 1) * rows * dim; ++i) {
-      ++c.codes_compared;
-      if (gpu.output_codes[i] == emulated.output_codes[i]) continue;
-      if (c.codes_differ++ == 0 && run.first_difference.empty()) {
-        const std::size_t at = i - h * rows * dim;
-        run.first_difference = fmt::format("head {}, output row {}, column {} (index {} of the head's {} codes): GPU code {:#x}, "
-                                           "emulated {:#x}",
-                                           labels[h], at / dim, at % dim, at, rows * dim, gpu.output_codes[i],
-                                           emulated.output_codes[i]);
-      }
-    }
-    for (std::size_t i = h * rows; i < (h + 1) * rows; ++i) {
-      ++c.lse_compared;
-      const std::uint32_t a = std::bit_cast<std::uint32_t>(gpu.lse[i]), b = std::bit_cast<std::uint32_t>(emulated.lse[i]);
-      if (a == b) continue;
-      if (c.lse_differ++ == 0 && first_lse.empty())
-        first_lse = fmt::format("head {}, LSE of row {} (index {} of the head's {}): GPU {} ({:#010x}), emulated {} ({:#010x})",
-                                labels[h], i - h * rows, i - h * rows, rows, gpu.lse[i], a, emulated.lse[i], b);
-    }
-    run.heads.push_back(c);
-  }
-  if (run.first_difference.empty()) run.first_difference = first_lse;
-  return run;
+  return compare_heads_bitwise(
+      labels, rows * dim, rows, gpu.lse, emulated.lse,
+      [&](std::size_t i) { return gpu.output_codes[i] != emulated.output_codes[i]; },
+      [&](const std::string& label, std::size_t at, std::size_t i) {
+        return fmt::format("head {}, output row {}, column {} (index {} of the head's {} codes): GPU code {:#x}, emulated {:#x}",
+                           label, at / dim, at % dim, at, rows * dim, gpu.output_codes[i], emulated.output_codes[i]);
+      });
+}
+
+DeviceRun check_device_values(const std::string& tensor, std::span<const float> gpu, std::span<const float> emulated,
+                              int dim, const std::vector<std::string>& labels, std::span<const float> gpu_lse,
+                              std::span<const float> emulated_lse) {
+  const std::size_t heads = labels.size(), per_head = heads ? emulated.size() / heads : 0, columns = std::size_t(dim);
+  if (heads == 0 || dim < 1 || gpu.size() != emulated.size() || per_head * heads != emulated.size() || per_head % columns ||
+      gpu_lse.size() != emulated_lse.size() || (!emulated_lse.empty() && emulated_lse.size() != heads * (per_head / columns)))
+    throw std::invalid_argument(fmt::format("check_device_values: the GPU's {} ({} values, {} LSE) and the emulation's ({} "
+                                            "values, {} LSE) do not fit {} heads of rows of {}",
+                                            tensor, gpu.size(), gpu_lse.size(), emulated.size(), emulated_lse.size(), heads, dim));
+  const auto bits = [](float x) { return std::bit_cast<std::uint32_t>(x); };
+  return compare_heads_bitwise(
+      labels, per_head, per_head / columns, gpu_lse, emulated_lse, [&](std::size_t i) { return bits(gpu[i]) != bits(emulated[i]); },
+      [&](const std::string& label, std::size_t at, std::size_t i) {
+        return fmt::format("head {}, {} row {}, column {} (index {} of the head's {} values): GPU {} ({:#010x}), emulated {} "
+                           "({:#010x})",
+                           label, tensor, at / columns, at % columns, at, per_head, gpu[i], bits(gpu[i]), emulated[i],
+                           bits(emulated[i]));
+      });
 }
 
 namespace {

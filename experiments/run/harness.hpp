@@ -55,6 +55,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,8 +63,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "emulation/attention/backward.hpp"
 #include "emulation/attention/pipeline.hpp"
 #include "experiments/common/results.hpp"
+#include "numerics/attention_backward_reference.hpp"
 #include "numerics/attention_reference.hpp"
 #include "numerics/error_distribution.hpp"
 #include "numerics/metrics.hpp"
@@ -243,6 +246,15 @@ struct DeviceRun {
 DeviceRun check_device(const attention::ForwardResult& gpu, const attention::ForwardResult& emulated,
                        const std::vector<std::string>& labels);
 
+// fp32 results of the GPU against the emulation's, every bit pattern, head by head (one label per
+// head, each head's values contiguous in rows of `dim`): a DeviceRun of kRanOnBoth without the
+// GPU's metrics, the values counted as its codes (SageBwd's O, dQ, dK, dV), and the LSE values
+// where given (one per row). `tensor` names the values in first_difference. Throws
+// std::invalid_argument when the sizes do not fit.
+DeviceRun check_device_values(const std::string& tensor, std::span<const float> gpu, std::span<const float> emulated,
+                              int dim, const std::vector<std::string>& labels, std::span<const float> gpu_lse = {},
+                              std::span<const float> emulated_lse = {});
+
 // One evaluation's DeviceRun in a run's results: its variant, dataset and work item.
 struct DeviceRecord {
   std::string variant, dataset, item;
@@ -271,9 +283,18 @@ struct GpuPlan {
   std::string twin;
   std::optional<std::string> why;
 };
+// The same for SageBwd (kernels/attention/sage_bwd_gpu.hpp): the config, or its Hopper twin where a
+// product is FP16 on another arch, or nothing and why.
+struct BackwardGpuPlan {
+  attention::SageBwdConfig config;
+  std::string twin;
+  std::optional<std::string> why;
+};
 #if defined(LOWBIT_HAVE_KERNELS)
 GpuPlan plan_gpu(const attention::Pipeline& pipeline, const Tensor4& q, const Tensor4& k, const Tensor4& v,
                  const attention::ForwardOptions& options);
+BackwardGpuPlan plan_gpu_backward(const attention::SageBwdConfig& config, const Tensor4& q, const Tensor4& k,
+                                  const Tensor4& v, const Tensor4& d_out);
 #endif
 
 struct Evaluation {
@@ -309,6 +330,16 @@ class References {
 // the emulation"; Evaluation::device).
 Evaluation evaluate(const attention::Pipeline& pipeline, const Dataset& d, const ReferenceAttention& reference,
                     const CommonOptions& o, bool keep_operands = false);
+// SageBwd (attention::sage_bwd) of `config` on d with dO against the float64 gradients: the
+// evaluations "O", "dQ", "dK", "dV" in that order (dK, dV by KV head: d's labels where there are as
+// many KV as Q heads). With --device gpu as evaluate() does it: Q, K, V rounded to fp16 for both
+// sides (dO as given), the GPU's run (plan_gpu_backward) beside the emulation, every fp32 bit of O
+// with its LSE, of dQ, dK and dV compared with the emulated config's (its Hopper twin's where the
+// GPU runs that, emulated beside); emulated only where no kernel computes it; --no-check: the GPU
+// alone, or left out.
+std::vector<std::pair<std::string, Evaluation>> evaluate_backward(const attention::SageBwdConfig& config, const Dataset& d,
+                                                                  const Tensor4& d_out, const ReferenceGradients& reference,
+                                                                  const CommonOptions& o);
 // Per-head metrics and distribution of any output against a reference ([heads, tokens, dim]), the
 // heads on `threads` threads (0: every core; the result does not depend on them).
 Evaluation compare_heads(const std::vector<double>& reference, const std::vector<double>& output, int heads,

@@ -79,6 +79,38 @@ TEST_CASE("check_device: every output code and LSE value, head by head, and the 
   CHECK_THROWS_AS(ex::check_device(gpu, emulated, {"h0"}), std::invalid_argument);
 }
 
+TEST_CASE("check_device_values: every fp32 bit of values by head, the LSE where given, and the first difference") {
+  // 2 heads x 3 rows x 2 columns; the LSE one per row.
+  std::vector<float> emulated, lse;
+  for (int i = 0; i < 12; ++i) emulated.push_back(0.25f * float(i));
+  for (int i = 0; i < 6; ++i) lse.push_back(1.0f + float(i));
+  std::vector<float> gpu = emulated;
+  const ex::DeviceRun equal = ex::check_device_values("dQ", gpu, emulated, 2, kLabels);
+  CHECK(equal.ran_on == ex::kRanOnBoth);
+  CHECK(equal.totals().codes_compared == 12);
+  CHECK(equal.totals().lse_compared == 0);
+  CHECK(equal.first_difference.empty());
+
+  gpu[6 + 2 * 1 + 1] = std::nextafter(gpu[6 + 2 * 1 + 1], 10.0f);  // head 1, row 1, column 1
+  gpu[0] = -0.0f;                                                    // head 0, row 0: -0 against +0
+  const ex::DeviceRun differ = ex::check_device_values("dQ", gpu, emulated, 2, kLabels);
+  CHECK(differ.heads[0].codes_differ == 1);
+  CHECK(differ.heads[1].codes_differ == 1);
+  CHECK_THAT(differ.first_difference, Catch::Contains("head h0, dQ row 0, column 0 (index 0 of the head's 6 values): GPU -0 "
+                                                      "(0x80000000), emulated 0 (0x00000000)"));
+
+  std::vector<float> gpu_lse = lse;
+  gpu_lse[5] = 7.5f;
+  const ex::DeviceRun with_lse = ex::check_device_values("O", emulated, emulated, 2, kLabels, gpu_lse, lse);
+  CHECK(with_lse.totals().lse_compared == 6);
+  CHECK(with_lse.heads[1].lse_differ == 1);
+  CHECK_THAT(with_lse.first_difference, Catch::Contains("head h1, LSE of row 2"));
+
+  CHECK_THROWS_AS(ex::check_device_values("dQ", gpu, std::vector<float>(10), 2, kLabels), std::invalid_argument);
+  CHECK_THROWS_AS(ex::check_device_values("O", gpu, emulated, 2, kLabels, gpu_lse, std::vector<float>(5)), std::invalid_argument);
+  CHECK_THROWS_AS(ex::check_device_values("O", gpu, emulated, 5, kLabels), std::invalid_argument);
+}
+
 TEST_CASE("gpu-check.json: per variant and dataset, summed over its parts, and emulated only with its reason") {
   const ex::DeviceRun checked = ex::check_device(result(), result(), kLabels);
   ex::DeviceRun emulated{ex::kRanOnEmulation, "sage2-8b kernel: stage pv is 'fp32-fma:X', the kernel's 'X'", {}, "", {}, {}};
@@ -267,6 +299,10 @@ TEST_CASE("lowbit run --device gpu: refusals, and exit 77 where no GPU is visibl
   const auto tpu = run_command(lowbit + "--device tpu --out " + LOWBIT_TEST_OUT + "/tpu");
   CHECK(tpu.status != 0);
   CHECK_THAT(tpu.output, Catch::Contains("--device"));
+  const auto backward = run_command("CUDA_VISIBLE_DEVICES= " + std::string(LOWBIT_CLI) +
+                                    " run backward --datasets synthetic --heads 1 --tokens 64 --device gpu --out " +
+                                    LOWBIT_TEST_OUT + "/no-gpu-backward");
+  CHECK(backward.status == 77);
   const auto help = run_command(lowbit + "--help");
   CHECK(help.status == 0);
   CHECK_THAT(help.output, Catch::Contains("--device") && Catch::Contains("--no-check") && Catch::Contains("emulated only") &&
@@ -303,6 +339,26 @@ TEST_CASE("plan_gpu: an Ada pipeline runs as its Hopper twin, a Hopper one as it
   REQUIRE(none.why);
   CHECK_THAT(*none.why, Catch::Contains("sage2-8b kernel") && Catch::Contains("sage2-4b family kernel"));
   CHECK(none.twin.empty());
+}
+
+// Which SageBwd config --device gpu runs: the FP16 presets as their Hopper twins, the all-INT8 one as
+// itself, a head dimension the kernels lack nowhere.
+TEST_CASE("plan_gpu_backward: the backward presets run as their Hopper twins or themselves, others nowhere") {
+  namespace la = lowbit::attention;
+  const lowbit::Tensor4 q(1, 2, 200, 64), kv(1, 1, 200, 64);
+  const ex::BackwardGpuPlan twin = ex::plan_gpu_backward(la::sagebwd_preset("sagebwd"), q, kv, kv, q);
+  CHECK_FALSE(twin.why);
+  CHECK(twin.config.arch == "sm_90");
+  CHECK(twin.config.dp == la::BackwardOperands::fp16);
+  CHECK_THAT(twin.twin, Catch::Contains("Hopper twin") && Catch::Contains("sm_89"));
+  const ex::BackwardGpuPlan itself = ex::plan_gpu_backward(la::sagebwd_preset("sagebwd-int8-dp"), q, kv, kv, q);
+  CHECK_FALSE(itself.why);
+  CHECK(itself.twin.empty());
+  CHECK(itself.config.arch == "sm_89");
+  const lowbit::Tensor4 q96(1, 2, 200, 96), kv96(1, 1, 200, 96);
+  const ex::BackwardGpuPlan none = ex::plan_gpu_backward(la::sagebwd_preset("fp16"), q96, kv96, kv96, q96);
+  REQUIRE(none.why);
+  CHECK_THAT(*none.why, Catch::Contains("d = 96"));
 }
 
 // The accumulator experiment's sage2-8b rows as its run records them (provenance.json: each
