@@ -7,8 +7,10 @@ Every header of emulation/ that a device source of kernels/ includes must be lis
 table, and must define functions for host and device (LOWBIT_HD); every header the table lists
 must be included by some kernel. The kernels' host side (.cpp files, and headers no .cu or .cuh
 includes, directly or through other headers of kernels/) may also include the host-only headers of
-the contract's second table ("## The host side"), and only from there. Prints the contract; exits 1
-naming each header that breaks it.
+the contract's second table ("## The host side"), and only from there. The third ("## Tables the
+kernels copy") lists generated constant data a kernel copies to its constant memory: included by
+kernels, holding constexpr data and no functions of its own. Prints the contract; exits 1 naming each
+header that breaks it.
 """
 import pathlib
 import re
@@ -35,20 +37,26 @@ def main():
         for header in re.findall(r'#include "(emulation/[^"]+)"', body):
             (included if name in device else host_included).setdefault(header, []).append(name)
     doc = (root / "docs" / "host-device-contract.md").read_text()
-    device_doc, _, host_doc = doc.partition("\n## The host side")
+    device_doc, _, rest = doc.partition("\n## The host side")
+    host_doc, _, data_doc = rest.partition("\n## Tables the kernels copy")
     row = re.compile(r"^\| `(emulation/[^`]+)` \|", re.M)
-    table, host_table = set(row.findall(device_doc)), set(row.findall(host_doc))
+    table, host_table, data_table = set(row.findall(device_doc)), set(row.findall(host_doc)), set(row.findall(data_doc))
     problems = []
     for header, users in sorted(included.items()):
+        body = (root / header).read_text()
+        if header in data_table:
+            if "constexpr" not in body:
+                problems.append(f"{header}: in docs/host-device-contract.md's tables the kernels copy, but holds no constexpr data")
+            continue
         if header not in table:
             problems.append(f"{header}: included by {', '.join(users)}, but not in docs/host-device-contract.md's table")
-        if "LOWBIT_HD" not in (root / header).read_text():
+        if "LOWBIT_HD" not in body:
             problems.append(f"{header}: included by {', '.join(users)}, but defines nothing for the device (LOWBIT_HD)")
     for header, users in sorted(host_included.items()):
         if header not in table and header not in host_table:
             problems.append(f"{header}: included by the host side ({', '.join(users)}), but in neither table of "
                             "docs/host-device-contract.md")
-    for header in sorted(table - included.keys()):
+    for header in sorted((table | data_table) - included.keys()):
         problems.append(f"{header}: in docs/host-device-contract.md's table, but no kernel includes it")
     for header in sorted(host_table - host_included.keys()):
         problems.append(f"{header}: in docs/host-device-contract.md's host-side table, but no host source of kernels/ includes it")
