@@ -24,7 +24,7 @@ import subprocess
 import sys
 
 FUNCTION = re.compile(r"\s*Function : (\S+)")
-INSTRUCTION = re.compile(r"\s*/\*[0-9a-f]{4}\*/\s+(.*?)\s*;")
+INSTRUCTION = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")  # 5 digits past 64 KiB of code
 ANONYMOUS = re.compile(r"\d+_GLOBAL__N__\w+?_cu_[0-9a-f]{8}")
 
 
