@@ -46,17 +46,15 @@ def fail(message):
     sys.exit(f"sass_attention_loop: {message}")
 
 
-def one_instantiation(source, out_type, head_dim, causal, exp2):
+def one_instantiation(source, out_type, head_dim, causal, exp2, schedule):
     """The source with its launch functions replaced by one that instantiates the chosen kernel."""
     text = source.read_text()
     starts = [text.index(mark) for mark in FIRST_LAUNCH if mark in text]
     if not starts or NAMESPACE_END not in text:
         fail(f"{source}: none of {FIRST_LAUNCH} or no '{NAMESPACE_END}' to cut the launch functions at")
     start, end = min(starts), text.index(NAMESPACE_END)
-    launch = f"""void launch_statistics(const QuantizeParams&, DType, int, std::uintptr_t) {{}}
-void launch_quantize(const QuantizeParams&, DType, int, std::uintptr_t) {{}}
-void launch_attention(const AttentionParams& p, DType, int, bool, steps::Exp2Unit, std::uintptr_t stream) {{
-  attention_for<{out_type}, {head_dim}, {str(causal).lower()}, steps::Exp2Unit::{exp2}>(p, reinterpret_cast<cudaStream_t>(stream));
+    launch = f"""void launch_attention(const AttentionParams& p, const Sage2Problem&, std::uintptr_t stream) {{
+  attention_for<{out_type}, {head_dim}, {str(causal).lower()}, steps::Exp2Unit::{exp2}, false, false, Sage2Schedule::{schedule}>(p, reinterpret_cast<cudaStream_t>(stream));
 }}
 """
     return text[:start] + launch + text[end:]
@@ -68,7 +66,7 @@ def compile_kernel(source, args, work, nvdisasm):
     exp2 = {"sm90-ex2": "sm90_ex2", "poly5": "polynomial"}[args.exp2]
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "sage2_kernels.cu"  # the same name for every source: the anonymous namespace's name follows it
-    copy.write_text(one_instantiation(source, out_type, args.head_dim, args.causal == "yes", exp2))
+    copy.write_text(one_instantiation(source, out_type, args.head_dim, args.causal == "yes", exp2, args.schedule))
     cubin = work / "kernel.cubin"
     built = subprocess.run(["nvcc", *NVCC_FLAGS, str(copy), "-o", str(cubin)], capture_output=True, text=True)
     if built.returncode != 0:
@@ -159,6 +157,7 @@ def main():
     parser.add_argument("--causal", choices=("no", "yes"), default="no")
     parser.add_argument("--exp2", choices=("sm90-ex2", "poly5"), default="sm90-ex2")
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="the output type")
+    parser.add_argument("--schedule", choices=("serial", "overlapped"), default="serial", help="the kernel's schedule (Sage2Schedule)")
     parser.add_argument("--against", help="another version of the source, compared instruction by instruction")
     parser.add_argument("--keep", help="a folder to keep the copies, cubins and SASS in")
     args = parser.parse_args()
@@ -174,7 +173,7 @@ def main():
             fail(f"{source}: no such file")
     with tempfile.TemporaryDirectory() as scratch:
         root = pathlib.Path(args.keep or scratch)
-        print(f"{KERNEL}<{args.dtype}, d = {args.head_dim}, causal {args.causal}, {args.exp2}>, sm_90a")
+        print(f"{KERNEL}<{args.dtype}, d = {args.head_dim}, causal {args.causal}, {args.exp2}, {args.schedule}>, sm_90a")
         results = []
         for tag, source in zip(("source", "against"), sources):
             resources, instructions, labels = compile_kernel(source, args, root / tag, nvdisasm)

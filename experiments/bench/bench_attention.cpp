@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   int batch = 4, heads = 32, warmup = 3, repeats = 20;
   std::vector<int> tokens{1024, 2048, 4096, 8192, 16384, 32768}, dims{64, 128};
   std::vector<std::string> causal_modes{"no", "yes"}, exp2_units = lowbit::attention::kernel_exp2_names();
+  std::vector<std::string> schedules{"serial"};
   std::string json;
   app.add_option("--batch", batch, "Batch size")->check(CLI::Range(1, 64))->capture_default_str();
   app.add_option("--heads", heads, "Heads (Q and KV)")->check(CLI::Range(1, 256))->capture_default_str();
@@ -78,6 +79,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember(lowbit::attention::kernel_exp2_names()))
       ->capture_default_str();
+  app.add_option("--schedule", schedules,
+                 "The attention kernel's schedules (Sage2Schedule): serial, overlapped (rows lowbit..._overlapped, "
+                 "timed beside the serial ones)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"serial", "overlapped"}))
+      ->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed runs first")->check(CLI::Range(0, 100))->capture_default_str();
   app.add_option("--repeats", repeats, "Timed runs (the median is reported)")->check(CLI::Range(1, 1000))->capture_default_str();
   app.add_option("--json", json, "Write the measurements as JSON to this file");
@@ -89,14 +96,16 @@ int main(int argc, char** argv) {
   }
   try {
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-    fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10} {:>8} {:>10} {:>8}\n", "gpu", "exp2", "d", "causal", "n", "kernel ms",
-               "TOPS", "e2e ms", "TOPS");
+    fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10} {:>8} {:>10} {:>8} {:>10}\n", "gpu", "exp2", "d", "causal", "n",
+               "kernel ms", "TOPS", "e2e ms", "TOPS", "schedule");
     for (int d : dims)
       for (const auto& mode : causal_modes)
         for (int n : tokens)
-          for (const auto& unit : exp2_units) {
+          for (const auto& unit : exp2_units)
+            for (const auto& schedule : schedules) {
             Sage2Problem p;
             p.exp2 = *lowbit::attention::kernel_exp2_unit(unit);
+            p.schedule = *kernels::attention::parse_schedule(schedule);
             const bool ex2 = p.exp2 == lowbit::attention::steps::Exp2Unit::sm90_ex2;
             p.batch = batch;
             p.heads_q = p.heads_kv = heads;
@@ -120,14 +129,14 @@ int main(int argc, char** argv) {
             check_cuda(cudaDeviceSynchronize(), "bench_attention");
             const double ops = 4.0 * batch * heads * double(n) * double(n) * d / (p.causal ? 2 : 1);
             const double kernel_tops = ops / (kernel_ms * 1e-3) / 1e12, e2e_tops = ops / (e2e_ms * 1e-3) / 1e12;
-            fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f}\n", gpu->name.substr(0, 12), unit,
-                       d, mode, n, kernel_ms, kernel_tops, e2e_ms, e2e_tops);
+            fmt::print("{:<12} {:>8} {:>4} {:>6} {:>7} {:>10.3f} {:>8.1f} {:>10.3f} {:>8.1f} {:>10}\n", gpu->name.substr(0, 12),
+                       unit, d, mode, n, kernel_ms, kernel_tops, e2e_ms, e2e_tops, schedule);
             std::fflush(stdout);
-            for (const auto& [kernel, ms, tops] : {std::tuple{ex2 ? "lowbit_ex2" : "lowbit", kernel_ms, kernel_tops},
-                                                   std::tuple{ex2 ? "lowbit_ex2_e2e" : "lowbit_e2e", e2e_ms, e2e_tops}})
+            const std::string name = std::string(ex2 ? "lowbit_ex2" : "lowbit") + (schedule == "serial" ? "" : "_" + schedule);
+            for (const auto& [kernel, ms, tops] : {std::tuple{name, kernel_ms, kernel_tops}, std::tuple{name + "_e2e", e2e_ms, e2e_tops}})
               rows.push_back({{"kernel", kernel}, {"d", d}, {"causal", p.causal}, {"n", n}, {"batch", batch}, {"heads", heads},
-                              {"ms", ms}, {"tops", tops}, {"seed", seed}});
-          }
+                              {"ms", ms}, {"tops", tops}, {"seed", seed}, {"schedule", schedule}});
+            }
     if (!json.empty()) {
       Provenance prov = Provenance::current();
       prov.gpu = gpu->name;

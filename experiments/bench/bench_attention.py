@@ -2,7 +2,8 @@
 """bench_attention on the GPU, with PyTorch SDPA measured in the same run.
 
 Runs the bench_attention binary (lowbit: the kernel on pre-quantized inputs; lowbit_e2e: from fp16,
-quantization included; lowbit_ex2, lowbit_ex2_e2e: the same with MUFU.EX2 as the exp2), then times PyTorch SDPA with the flash backend (sdpa_flash,
+quantization included; lowbit_ex2, lowbit_ex2_e2e: the same with MUFU.EX2 as the exp2; with --schedule overlapped
+also the kernel's overlapped schedule, rows lowbit..._overlapped), then times PyTorch SDPA with the flash backend (sdpa_flash,
 FlashAttention-2) and the cuDNN backend (sdpa_cudnn) on fp16 inputs of the same shapes: batch 4,
 32 heads, N = 1K .. 32K, d = 64 and 128, causal and not; and, where the PyPI wheel fa3-fwd is
 installed, FlashAttention-3's forward in FP8 (fa3_fp8: E4M3 inputs with descales, as it takes them)
@@ -95,13 +96,16 @@ def main() -> int:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
+    parser.add_argument("--schedule", default="serial",
+                        help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lowbit_json = out / "lowbit.json"
     subprocess.run([args.binary, "--batch", str(args.batch), "--heads", str(args.heads), "--tokens", args.tokens,
                     "--dims", args.dims, "--causal", "no,yes", "--warmup", str(args.warmup), "--repeats",
-                    str(args.repeats), "--exp2", args.exp2, "--json", str(lowbit_json)], check=True)
+                    str(args.repeats), "--exp2", args.exp2, "--schedule", args.schedule, "--json", str(lowbit_json)],
+                   check=True)
     lowbit = json.loads(lowbit_json.read_text())
     gpu = torch.cuda.get_device_name()
     rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in lowbit["measurements"]]
@@ -130,15 +134,20 @@ def main() -> int:
     table = {}
     for kernel, d, causal, n, tops in rows:
         table.setdefault((d, causal, n), {})[kernel] = tops
-    kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e", "sdpa_flash", "sdpa_cudnn", "fa3_fp8", "fa3_bf16"]
+    kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e"]
+    kernels += [k for k in sorted({r[0] for r in rows}) if k.startswith("lowbit") and k not in kernels]  # other schedules
+    kernels += ["sdpa_flash", "sdpa_cudnn", "fa3_fp8", "fa3_bf16"]
+    scheduled = [k for k in kernels if k.startswith("lowbit_ex2_overlapped")]  # their ratios to FA3 FP8 too
     print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>14}" for k in kernels)
-          + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11} {'ex2 x fa3':>11} {'e2e x fa3':>11}")
+          + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11} {'ex2 x fa3':>11} {'e2e x fa3':>11}"
+          + "".join(f" {k.replace('lowbit_ex2_', '') + ' x fa3':>18}" for k in scheduled))
     for (d, causal, n), t in sorted(table.items()):
         ratio = lambda mine, other: t.get(mine, 0) / t[other] if t.get(other) else float("nan")
         print(f"{d:>4} {int(causal):>6} {n:>6} " + " ".join(f"{t.get(k, float('nan')):>14.1f}" for k in kernels)
               + f" {ratio('lowbit_ex2', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'sdpa_cudnn'):>11.2f}"
               + f" {ratio('lowbit_ex2_e2e', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'fa3_fp8'):>11.2f}"
-              + f" {ratio('lowbit_ex2_e2e', 'fa3_fp8'):>11.2f}")
+              + f" {ratio('lowbit_ex2_e2e', 'fa3_fp8'):>11.2f}"
+              + "".join(f" {ratio(k, 'fa3_fp8'):>18.2f}" for k in scheduled))
     return 0
 
 

@@ -128,6 +128,19 @@ std::optional<std::string> Sage2Problem::validate() const {
     return std::string("in-place accumulation and smooth V are built for ") +
            (kInPlaceSmoothVDtype == DType::fp16 ? "fp16" : "bf16") + " output with the exp2 " +
            std::string(lowbit::attention::kernel_exp2_name(kInPlaceSmoothVExp2)) + " only";
+  if (schedule != Sage2Schedule::serial && schedule != Sage2Schedule::overlapped) return "schedule must be serial or overlapped";
+  if (schedule != Sage2Schedule::serial && (in_place || smooth_v))
+    return std::string("the ") + schedule_name(schedule) + " schedule is built for the presets' instances: not with " +
+           (in_place ? "in-place accumulation" : "smooth V");
+  return std::nullopt;
+}
+
+const char* schedule_name(Sage2Schedule schedule) {
+  return schedule == Sage2Schedule::overlapped ? "overlapped" : "serial";
+}
+std::optional<Sage2Schedule> parse_schedule(std::string_view name) {
+  for (Sage2Schedule s : {Sage2Schedule::serial, Sage2Schedule::overlapped})
+    if (name == schedule_name(s)) return s;
   return std::nullopt;
 }
 

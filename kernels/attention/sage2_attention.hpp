@@ -37,6 +37,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "emulation/attention/sage2_hopper.hpp"
@@ -48,6 +49,16 @@ enum class DType : std::uint8_t { fp16, bf16 };
 // The memory order of Q, K, V and the output: [batch, heads, tokens, dim] (PyTorch SDPA's) or
 // [batch, tokens, heads, dim] (flash-attn's). Both contiguous in dim.
 enum class Layout : std::uint8_t { bhnd, bnhd };
+// How a unit of the attention kernel (one warpgroup's 64 query rows) orders its work; the bits are
+// the same either way (every fp32 step is the contract's, in its order):
+//   serial: every wgmma waited for before the steps that follow it; three units a block share the
+//     SM at d = 128, four one-unit blocks at d = 64, and keep the tensor cores busy between them;
+//   overlapped: Q K^T of KV block i is issued together with P V of block i - 1, and block i's
+//     softmax runs while P V is on the tensor cores (FA3's intra-warpgroup overlap); the two units
+//     of a block take turns at issuing their wgmmas (ping-pong).
+enum class Sage2Schedule : std::uint8_t { serial, overlapped };
+const char* schedule_name(Sage2Schedule schedule);
+std::optional<Sage2Schedule> parse_schedule(std::string_view name);  // "serial", "overlapped"
 
 struct Sage2Problem {
   int batch = 1;
@@ -66,6 +77,8 @@ struct Sage2Problem {
   // smooth-v=on: V quantized minus its mean over the keys (v_codes, v_scales), the output takes the
   // mean (v_mean) back after normalization.
   bool smooth_v = false;
+  // The attention kernel's schedule (the presets' instances only: not with in_place or smooth_v).
+  Sage2Schedule schedule = Sage2Schedule::serial;
 
   // Why the kernels cannot run this problem (head dim, head counts, sizes, a stage choice without
   // an instance), or nothing.

@@ -8,9 +8,11 @@
 //   per KV block, in order: S = Q K'^T (wgmma s8, exact), the contract's steps 1-7 in registers,
 //     P's E4M3 codes moved from the S fragment to the A fragment of P V (fragment.hpp), R = P V
 //     (wgmma e4m3 from +0), o = fma(o, alpha, R); at the end the lanes' row sums, the
-//     normalization, the LSE with its smoothing bias. A warpgroup waits for each wgmma: the other
-//     warpgroups of the SM, at other points of their loops, keep the tensor cores and the
-//     exponential unit busy meanwhile;
+//     normalization, the LSE with its smoothing bias. When the unit waits is the schedule's
+//     (Sage2Schedule): serial, it waits for each wgmma, and the other warpgroups of the SM, at other
+//     points of their loops, keep the tensor cores and the exponential unit busy meanwhile;
+//     overlapped, it issues Q K^T of block i with P V of block i - 1 and runs block i's softmax
+//     while P V runs, the block's two units taking turns at issuing (ping-pong);
 //   K and V of every KV block reach a ring of shared-memory stages that the block's warpgroups
 //     share, one bulk copy per tile (the tiles are stored in shared-memory order); each stage has a
 //     "full" mbarrier (its bytes landed) and an "empty" one (every unit reading it released it),
@@ -74,29 +76,32 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 }
 
 // ---- attention -----------------------------------------------------------------------------------
-// How the units share the SM, per head dimension: at d = 128, three warpgroups in one block share a
-// ring of 4 stages (the L2 then sends each K/V block once per 192 query rows: the kernel runs at the
-// GPU's power limit); at d = 64, one warpgroup per block and four blocks per SM. Every choice here
-// was timed side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
-template <int HeadDim>
+// How the units share the SM, per head dimension and schedule. Serial: at d = 128, three
+// warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
+// query rows: the kernel runs at the GPU's power limit); at d = 64, one warpgroup per block and four
+// blocks per SM. Overlapped: two units a block (a unit holds S, R and o at once: up to 255
+// registers), a ring of 4 stages. Every serial choice here was timed side by side;
+// docs/attention-kernel-tuning.md has the measurements and their commits.
+template <int HeadDim, Sage2Schedule Schedule>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
+  static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
   static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
-  static constexpr int kUnitsPerBlock = HeadDim == 128 ? 3 : 1;
-  static constexpr int kBlocksPerSm = HeadDim == 128 ? 1 : 4;
-  static constexpr int kStages = HeadDim == 128 ? 4 : 2;
-  // Where a unit refills the stage of the block before: while its P V runs at d = 128 (work in the
-  // shorter Q K^T wait held the unit back), while its Q K^T runs at d = 64 (2 stages: refilled at
-  // P V, the ring holds too little ahead).
+  static constexpr int kUnitsPerBlock = kOverlapped ? 2 : HeadDim == 128 ? 3 : 1;
+  static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4;
+  static constexpr int kStages = kOverlapped || HeadDim == 128 ? 4 : 2;
+  // Serial: where a unit refills the stage of the block before: while its P V runs at d = 128 (work
+  // in the shorter Q K^T wait held the unit back), while its Q K^T runs at d = 64 (2 stages: refilled
+  // at P V, the ring holds too little ahead).
   static constexpr bool kRefillAtPv = HeadDim == 128;
-  // Where a unit releases a stage: at d = 128 while its next Q K^T runs (`release` in the kernel);
-  // at d = 64, one unit a block, right after the barrier that ends its P V (faster there).
-  static constexpr bool kReleaseAtBarrier = HeadDim == 64;
+  // Serial: where a unit releases a stage: at d = 128 while its next Q K^T runs (`release` in the
+  // kernel); at d = 64, one unit a block, right after the barrier that ends its P V (faster there).
+  static constexpr bool kReleaseAtBarrier = !kOverlapped && HeadDim == 64;
   // Whether a unit's warps meet at a named barrier after each P V, so that thread 0 releases the
   // stage for the unit (one arrival a unit), or each warp releases it on its own (its lane 0: 4
-  // arrivals a unit) and the warps meet once, after the loop: faster without the barrier only for
-  // the non-causal d = 128 kernel.
-  static constexpr bool barrier_in_loop(bool causal) { return HeadDim == 64 || causal; }
+  // arrivals a unit) and the warps meet once, after the loop: serial, faster without the barrier
+  // only for the non-causal d = 128 kernel; overlapped, no barrier.
+  static constexpr bool barrier_in_loop(bool causal) { return !kOverlapped && (HeadDim == 64 || causal); }
   // What a block asks for before its loop. Non-causal at d = 128 (one block an SM, nothing else
   // running there while it starts): its units' Q tiles first, then stage 0, and stages 1 .. once
   // unit 0's Q tile landed: asked for with the ring's 128 KB, the Q tiles that the first Q K^T
@@ -114,9 +119,14 @@ struct AttentionShape {
   // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
   static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
   static_assert(kBlocksPerSm * (kBytes + kStaticBytes + kSmemReservedPerBlock) <= kSmemPerSm, "the blocks fit the SM");
-  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads').
-  static constexpr int kUnitDone = 1;
-  static_assert(kUnitDone + kUnitsPerBlock <= 16, "16 named barriers");
+  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads'); overlapped,
+  // kTurn + w: warpgroup w's turn to issue (the block's 256 threads).
+  static constexpr int kUnitDone = 1, kTurn = kUnitDone + kUnitsPerBlock;
+  static_assert(kTurn + kUnitsPerBlock <= 16, "16 named barriers");
+  static_assert(!kOverlapped || kUnitsPerBlock == 2, "ping-pong between two units");
+  // Overlapped: a unit refills block i - 2's stage after issuing block i's wgmmas, before it waits
+  // for them, so block i + kStages - 2 must have been asked for already.
+  static_assert(!kOverlapped || kStages >= 3, "the overlapped refill runs two blocks behind");
   // The block's ring of K/V stages: stage Ring::stage_of(i) holds KV block i.
   using Ring = sm90::KvStageRing<kStages, kKBytes, kVBytes>;
 };
@@ -157,10 +167,10 @@ constexpr bool warp_holds_16_rows() {
   return true;
 }
 
-template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV>
-__global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionShape<HeadDim>::kBlocksPerSm)
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule>
+__global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, AttentionShape<HeadDim, Schedule>::kBlocksPerSm)
     sage2_attention_kernel(const AttentionParams p) {
-  using Shape = AttentionShape<HeadDim>;
+  using Shape = AttentionShape<HeadDim, Schedule>;
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim, Exp2Unit);
   constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv, kUnits = Shape::kUnitsPerBlock;
   static_assert(kBlockQ == 64 * Shape::kUnitsPerQBlock && recipe.consumer_warps % 4 == 0,
@@ -239,6 +249,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   // an arrival on the stage's empty mbarrier, which returns nothing to wait for.
   constexpr bool kBarrierInLoop = Shape::barrier_in_loop(Causal);
   constexpr int kReleasesPerUnit = kBarrierInLoop ? 1 : 128 / 32;  // thread 0, or each warp's lane 0
+  constexpr bool kOverlapped = Shape::kOverlapped;
   const auto release = [&](int i) {
     if (kBarrierInLoop ? thread == 0 : thread % 32 == 0) ring.release(i);
   };
@@ -299,32 +310,34 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
   const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
 
-  for (int i = 0; i < kv_count; ++i) {
-    const int stage = Ring::stage_of(i), kv0 = i * kBlockKv;
-    // The block's K scale is read before the waits (which the compiler cannot move a load across).
-    const float k_scale = k_scales[(long long)i * p.k_groups];
-    ring.wait_full(i);
-
-    // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
-    std::int32_t s_acc[kSValues];
+  // The steps of one KV block as functions of their registers, for the overlapped schedule, which runs
+  // them in its own order. The serial loop below has them written out: calling these, it compiled to
+  // other instructions (the same count, scheduled otherwise), and its instructions are the ones timed
+  // and checked on the GPU (docs/attention-kernel-tuning.md).
+  using Scores = std::int32_t[kSValues];     // S of a block: Q K'^T, exact s32
+  using Values = float[kSValues];            // a block's scores, then its P
+  using Codes = std::uint32_t[kPGroups][4];  // P's E4M3 codes: the A fragment of P V
+  using Outputs = float[kOValues];           // R = P V of a block, or o
+  // S = Q K'^T of block i over head_dim / 32 k32 steps, issued.
+  const auto issue_scores = [&](int i, Scores& s_acc) {
     sm90::wgmma_fence();
 #pragma unroll
     for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
       SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
-                  sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
+                  sm90::advance(k_descriptor, Ring::stage_of(i) * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)),
+                  step > 0);
     sm90::wgmma_commit();
-    if (i > 0 && !Shape::kReleaseAtBarrier) release(i - 1);
-    if (!Shape::kRefillAtPv) refill(i - 1);
-    sm90::wgmma_wait<0>();
-    sm90::fence_registers(s_acc);
-
-    // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
-    // Step 2 first takes the lane's maximum of each row (STile::lane_max). Without masked keys it
-    // runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so the largest
-    // score is the score of the largest accumulator, and the chains need not wait for step 1 (nor
-    // keep its results beside the accumulators).
-    // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
-    constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
+  };
+  // Steps 1-7 of kernel_steps.hpp on this thread's two rows of block i, its scores landed: x gets P,
+  // alpha the rows' rescale; m, offset and l move on.
+  // Step 2 first takes the lane's maximum of each row (STile::lane_max). Without masked keys it
+  // runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so the largest
+  // score is the score of the largest accumulator, and the chains need not wait for step 1 (nor
+  // keep its results beside the accumulators).
+  // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
+  constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
+  const auto softmax = [&](int i, float k_scale, const Scores& s_acc, Values& x, float (&alpha)[2]) {
+    const int kv0 = i * kBlockKv;
     const float pair_scale = steps::score_scale(q_scale, k_scale);
     const float scale = kFused ? steps::fused_scale(pair_scale) : pair_scale;
     const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + unit_row);
@@ -332,7 +345,6 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
     if (!masked)
 #pragma unroll
       for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(STile::lane_max(s_acc, h), scale);
-    float x[kSValues];
 #pragma unroll
     for (int v = 0; v < kSValues; ++v) x[v] = kFused ? float(s_acc[v]) : steps::dequantize_score(s_acc[v], scale);
     if (masked) {
@@ -346,7 +358,6 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
         block_max[h] = kFused ? steps::dequantize_score(STile::lane_max(x, h), scale) : STile::lane_max(x, h);
     }
     STile::quad_max(block_max);
-    float alpha[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m[h] = fmaxf(m[h], block_max[h]);
@@ -359,36 +370,186 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
       }, p_row);
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
     }
-    std::uint32_t p_codes[kPGroups][4];
+  };
+  const auto make_codes = [](const Values& x, Codes& p_codes) {
     STile::to_a8(x, p_codes, [](float p0, float p1, float p2, float p3) { return steps::e4m3_code_quad(p0, p1, p2, p3); });
-
-    // Step 8: P V over the block's k32 steps (FP22): two-level, R from +0; in place, onto o rescaled
-    // (every k32 step accumulates). Keys within each group of 32 are in the A fragment's order, V^T's
-    // rows in the same order (kernels/sm90/fragment.hpp).
-    float r_acc[kOValues];
-    float(&pv_acc)[kOValues] = InPlace ? o : r_acc;
+  };
+  // Step 8 of block i, issued: P V over the block's k32 steps (FP22): two-level, R from +0; in place,
+  // onto o rescaled by the block's alpha (every k32 step accumulates). Keys within each group of 32
+  // are in the A fragment's order, V^T's rows in the same order (kernels/sm90/fragment.hpp).
+  const auto issue_pv = [&](int i, const Codes& p_codes, const float (&alpha)[2], Outputs& pv_acc) {
     if constexpr (InPlace)
 #pragma unroll
       for (int v = 0; v < kOValues; ++v) o[v] = steps::mul_rn(o[v], alpha[o_values[v].row / 8]);
     sm90::wgmma_fence();
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
-      PvWgmma::mma(pv_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
+      PvWgmma::mma(pv_acc, p_codes[g],
+                   sm90::advance(v_descriptor, Ring::stage_of(i) * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
                    InPlace || g > 0);
     sm90::wgmma_commit();
-    if (Shape::kRefillAtPv) refill(i - 1);
-    sm90::wgmma_wait<0>();
-    sm90::fence_registers(pv_acc);
-    if constexpr (kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);
-    if (Shape::kReleaseAtBarrier) release(i);
-    // Step 9: two-level accumulation.
+  };
+  // Step 9: two-level accumulation of a block's R with its alpha.
+  const auto accumulate = [&](const float (&alpha)[2], const Outputs& r_acc) {
     if constexpr (!InPlace)
 #pragma unroll
       for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
-  }
+  };
 
-  if (!Shape::kReleaseAtBarrier) release(kv_count - 1);
-  if constexpr (!kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);  // the Q tile free
+  if constexpr (!kOverlapped) {
+    for (int i = 0; i < kv_count; ++i) {
+      const int stage = Ring::stage_of(i), kv0 = i * kBlockKv;
+      // The block's K scale is read before the waits (which the compiler cannot move a load across).
+      const float k_scale = k_scales[(long long)i * p.k_groups];
+      ring.wait_full(i);
+
+      // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
+      std::int32_t s_acc[kSValues];
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int step = 0; step < HeadDim / SWgmma::kK; ++step)
+        SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
+                    sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
+      sm90::wgmma_commit();
+      if (i > 0 && !Shape::kReleaseAtBarrier) release(i - 1);
+      if (!Shape::kRefillAtPv) refill(i - 1);
+      sm90::wgmma_wait<0>();
+      sm90::fence_registers(s_acc);
+
+      // Steps 1-7 of kernel_steps.hpp on this thread's two rows.
+      // Step 2 first takes the lane's maximum of each row (STile::lane_max). Without masked keys it
+      // runs over the integer accumulators: step 1 is monotone in them (scale >= 0), so the largest
+      // score is the score of the largest accumulator, and the chains need not wait for step 1 (nor
+      // keep its results beside the accumulators).
+      // Fused (sage2-8b-ex2): x keeps the accumulators, and step 5 takes the scale in its fma.
+      constexpr bool kFused = recipe.exp_argument == steps::ExpArgument::fused;
+      const float pair_scale = steps::score_scale(q_scale, k_scale);
+      const float scale = kFused ? steps::fused_scale(pair_scale) : pair_scale;
+      const bool masked = kv0 + kBlockKv > p.tokens || (Causal && kv0 + kBlockKv - 1 > q0 + unit_row);
+      float block_max[2];
+      if (!masked)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) block_max[h] = steps::dequantize_score(STile::lane_max(s_acc, h), scale);
+      float x[kSValues];
+#pragma unroll
+      for (int v = 0; v < kSValues; ++v) x[v] = kFused ? float(s_acc[v]) : steps::dequantize_score(s_acc[v], scale);
+      if (masked) {
+#pragma unroll
+        for (int v = 0; v < kSValues; ++v) {
+          const int key = kv0 + base.col + s_values[v].col, query = q0 + row0 + s_values[v].row;
+          if (key >= p.tokens || (Causal && key > query)) x[v] = steps::kNegativeInfinity;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          block_max[h] = kFused ? steps::dequantize_score(STile::lane_max(x, h), scale) : STile::lane_max(x, h);
+      }
+      STile::quad_max(block_max);
+      float alpha[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        m[h] = fmaxf(m[h], block_max[h]);
+        const float new_offset = steps::row_offset(m[h], recipe.p_log2_scale);
+        alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
+        offset[h] = steps::carried_offset(m[h], new_offset);
+        float p_row[kPerRow];
+        STile::map_row(x, h, [&](float s) {
+          return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);
+        }, p_row);
+        l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
+      }
+      std::uint32_t p_codes[kPGroups][4];
+      STile::to_a8(x, p_codes, [](float p0, float p1, float p2, float p3) { return steps::e4m3_code_quad(p0, p1, p2, p3); });
+
+      // Step 8: P V over the block's k32 steps (FP22): two-level, R from +0; in place, onto o rescaled
+      // (every k32 step accumulates). Keys within each group of 32 are in the A fragment's order, V^T's
+      // rows in the same order (kernels/sm90/fragment.hpp).
+      float r_acc[kOValues];
+      float(&pv_acc)[kOValues] = InPlace ? o : r_acc;
+      if constexpr (InPlace)
+#pragma unroll
+        for (int v = 0; v < kOValues; ++v) o[v] = steps::mul_rn(o[v], alpha[o_values[v].row / 8]);
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int g = 0; g < kPGroups; ++g)
+        PvWgmma::mma(pv_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
+                     InPlace || g > 0);
+      sm90::wgmma_commit();
+      if (Shape::kRefillAtPv) refill(i - 1);
+      sm90::wgmma_wait<0>();
+      sm90::fence_registers(pv_acc);
+      if constexpr (kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);
+      if (Shape::kReleaseAtBarrier) release(i);
+      // Step 9: two-level accumulation.
+      if constexpr (!InPlace)
+#pragma unroll
+        for (int v = 0; v < kOValues; ++v) o[v] = steps::accumulate_output(o[v], alpha[o_values[v].row / 8], r_acc[v]);
+    }
+
+    if (!Shape::kReleaseAtBarrier) release(kv_count - 1);
+    if constexpr (!kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);  // the Q tile free
+  } else {
+    // Turn t is a unit's t-th issue of wgmmas (t = 0 .. kv_count); both units take the turns they
+    // both have, unit 0 first: warpgroup w waits at barrier kTurn + w, where the other arrives once it
+    // has issued (a unit with no KV block returned above, so its partner takes no turns).
+    const int partner_count = kv_count_of(block * kUnits + (1 - w));
+    const int common_turns = partner_count > 0 ? min(kv_count, partner_count) + 1 : 0;
+    const auto take_turn = [&](int t) {
+      if (t < common_turns) sm90::barrier_sync(Shape::kTurn + w, 256);
+    };
+    const auto pass_turn = [&](int t) {
+      if (t < common_turns && !(w == 1 && t == common_turns - 1)) sm90::barrier_arrive(Shape::kTurn + 1 - w, 256);
+    };
+    if (w == 1 && common_turns > 0) sm90::barrier_arrive(Shape::kTurn, 256);
+    Scores s_acc;
+    Values x;
+    float alpha[2];
+    Codes p_codes;           // block i - 1's, which its P V reads while block i's softmax runs
+    float pending_alpha[2];  // block i - 1's alpha, for its step 9
+    Outputs r_acc;
+    Outputs& pv_acc = InPlace ? o : r_acc;
+    const auto keep_codes = [&] {
+      make_codes(x, p_codes);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) pending_alpha[h] = alpha[h];
+    };
+    // After P V of block i completed: its stage released (each warp's lane 0), step 9.
+    const auto finish_pv = [&](int i) {
+      sm90::fence_registers(pv_acc);
+      release(i);
+      accumulate(pending_alpha, r_acc);
+    };
+    ring.wait_full(0);
+    take_turn(0);
+    issue_scores(0, s_acc);
+    pass_turn(0);
+    sm90::wgmma_wait<0>();
+    sm90::fence_registers(s_acc);
+    softmax(0, k_scales[0], s_acc, x, alpha);
+    keep_codes();
+    for (int i = 1; i < kv_count; ++i) {
+      const float k_scale = k_scales[(long long)i * p.k_groups];
+      ring.wait_full(i);
+      take_turn(i);
+      issue_scores(i, s_acc);
+      issue_pv(i - 1, p_codes, pending_alpha, pv_acc);
+      pass_turn(i);
+      sm90::wgmma_wait<1>();
+      sm90::fence_registers(s_acc);
+      softmax(i, k_scale, s_acc, x, alpha);
+      // The refill (thread 0's branch) between the softmax and the wait for P V: ptxas moves a wgmma
+      // wait to the top of its basic block, where it would hold the exponentials back.
+      refill(i - 2);
+      sm90::wgmma_wait<0>();
+      finish_pv(i - 1);
+      keep_codes();
+    }
+    take_turn(kv_count);
+    issue_pv(kv_count - 1, p_codes, pending_alpha, pv_acc);
+    pass_turn(kv_count);
+    sm90::wgmma_wait<0>();
+    finish_pv(kv_count - 1);
+    sm90::barrier_sync(Shape::kUnitDone + w, 128);  // the Q tile free
+  }
 
   // The end of the rows: l over the 4 lanes of a row, the normalization and the LSE.
   const int lane = threadIdx.x % 32, quad = lane & ~3;
@@ -476,10 +637,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim>::kThreads, AttentionSh
 
 }  // namespace
 
-template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV>
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
-  using Shape = AttentionShape<HeadDim>;
-  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit, InPlace, SmoothV>;
+  using Shape = AttentionShape<HeadDim, Schedule>;
+  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit, InPlace, SmoothV, Schedule>;
   static const bool configured = [&] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kBytes),
                "cudaFuncSetAttribute (attention shared memory)");
@@ -492,13 +653,14 @@ void attention_for(const AttentionParams& p, cudaStream_t stream) {
 }
 
 // The instance for a head dimension (64 or 128, Sage2Problem::validate) and the mask.
-template <class Out, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV>
+template <class Out, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule = Sage2Schedule::serial>
 void attention_for_shape(const AttentionParams& p, int head_dim, bool causal, cudaStream_t s) {
   if (head_dim == 64)
-    causal ? attention_for<Out, 64, true, Exp2Unit, InPlace, SmoothV>(p, s) : attention_for<Out, 64, false, Exp2Unit, InPlace, SmoothV>(p, s);
+    causal ? attention_for<Out, 64, true, Exp2Unit, InPlace, SmoothV, Schedule>(p, s)
+           : attention_for<Out, 64, false, Exp2Unit, InPlace, SmoothV, Schedule>(p, s);
   else
-    causal ? attention_for<Out, 128, true, Exp2Unit, InPlace, SmoothV>(p, s)
-           : attention_for<Out, 128, false, Exp2Unit, InPlace, SmoothV>(p, s);
+    causal ? attention_for<Out, 128, true, Exp2Unit, InPlace, SmoothV, Schedule>(p, s)
+           : attention_for<Out, 128, false, Exp2Unit, InPlace, SmoothV, Schedule>(p, s);
 }
 
 }  // namespace lowbit::kernels::attention::detail

@@ -17,6 +17,11 @@ namespace lowbit::kernels::sm90 {
 __device__ inline void barrier_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// An arrival at named barrier `id` that does not wait: the threads that sync there go on once
+// `threads` threads arrived (the producer's half of a turn between warpgroups).
+__device__ inline void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
 
 // The shared-memory address (state space .shared) of a generic pointer into shared memory.
 __device__ inline std::uint32_t shared_address(const void* smem) {

@@ -258,10 +258,12 @@ void write_tensor(const std::filesystem::path& path, const Sage2Problem& p, cons
 // one (the API asks for 4), so the kernels take their paths for tensors their wide loads and
 // stores cannot reach.
 nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::attention::steps::Exp2Unit exp2,
+                                          lowbit::kernels::attention::Sage2Schedule schedule,
                                           std::uint64_t& total_mismatches, bool misaligned = false) {
   using lowbit::kernels::check_cuda;
   Sage2Problem p;
   p.exp2 = exp2;
+  p.schedule = schedule;
   p.batch = 4;
   p.heads_q = p.heads_kv = 32;
   p.tokens = n;
@@ -316,6 +318,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
   nlohmann::ordered_json blocks_json = blocks;
   return {{"name", std::string(misaligned ? "misaligned" : "bench") + "-d" + std::to_string(d) + (causal ? "-causal" : "") +
                        "-n" + std::to_string(n)},
+          {"schedule", lowbit::kernels::attention::schedule_name(schedule)},
           {"d", d}, {"causal", causal}, {"n", n}, {"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv},
           {"dtype", "fp16"}, {"layout", "bhnd"}, {"data", "bench_attention inputs (fill_attention_like)"},
           {"seed", lowbit::bench::attention_seed(d, causal, n)}, {"checked", "head (0, 0), Q blocks listed"},
@@ -330,6 +333,8 @@ struct Args {
   std::string only;
   std::string real;  // a folder of captured activations: adds their configurations
   lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;  // --exp2
+  // --schedule: the attention kernel's; configurations it has no instance for (in place, smooth V) run serial.
+  lowbit::kernels::attention::Sage2Schedule schedule = lowbit::kernels::attention::Sage2Schedule::serial;
 };
 
 using lowbit::attention::sage2_8b_preset;
@@ -358,7 +363,8 @@ int run(const Args& args) {
                        "(verification/sage2_emulated.cpp lays it out as the kernels' buffers)";
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
                      (args.only.empty() ? "" : " --only " + args.only) +
-                     " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2));
+                     " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2)) +
+                     " --schedule " + lowbit::kernels::attention::schedule_name(args.schedule);
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
     doc["total_mismatches"] = total_mismatches;
@@ -369,7 +375,7 @@ int run(const Args& args) {
               "emul s", "");
   const auto check_device_inputs = [&](int d, bool causal, int n, bool misaligned) {
     const auto t0 = std::chrono::steady_clock::now();
-    nlohmann::ordered_json e = check_bench_config(d, causal, n, args.exp2, total_mismatches, misaligned);
+    nlohmann::ordered_json e = check_bench_config(d, causal, n, args.exp2, args.schedule, total_mismatches, misaligned);
     std::printf("%-52s %12llu %10llu %8llu %8s %9s %7.1f %7s\n", e["name"].get<std::string>().c_str(),
                 e["outputs_compared"].get<unsigned long long>(), e["mismatches"].get<unsigned long long>(),
                 e["lse_mismatches"].get<unsigned long long>(), "-", "-",
@@ -394,6 +400,7 @@ int run(const Args& args) {
   }
   for (Config c : list) {
     c.problem.exp2 = args.exp2;
+    if (!c.problem.in_place && !c.problem.smooth_v) c.problem.schedule = args.schedule;
     const std::string name = config_name(c);
     if (!args.only.empty() && name.find(args.only) == std::string::npos) continue;
     const Sage2Problem& p = c.problem;
@@ -427,6 +434,7 @@ int run(const Args& args) {
                 emulated_s, mismatches ? "DIFFER" : "equal");
     std::fflush(stdout);
     nlohmann::ordered_json e{{"name", name},
+                             {"schedule", lowbit::kernels::attention::schedule_name(p.schedule)},
                              {"d", p.head_dim},
                              {"causal", p.causal},
                              {"n", p.tokens},
@@ -486,11 +494,17 @@ int main(int argc, char** argv) {
         const auto unit = lowbit::attention::kernel_exp2_unit(name);
         if (!unit) throw std::invalid_argument("--exp2 " + name + ": not one of the kernels' exp2 units (poly5, sm90-ex2)");
         args.exp2 = *unit;
+      } else if (a == "--schedule") {
+        const std::string name = value();
+        const auto schedule = lowbit::kernels::attention::parse_schedule(name);
+        if (!schedule) throw std::invalid_argument("--schedule " + name + ": not one of the kernel's schedules (serial, overlapped)");
+        args.schedule = *schedule;
       } else if (a == "--help") {
         std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--exp2 poly5|sm90-ex2]\n"
-                     "                [--out DIR]\n"
+                     "                [--schedule serial|overlapped] [--out DIR]\n"
                      "  --real DIR: also check the captured activations DIR/layerNN_{q,k,v}.npy (layers 00, 10, 20, 29)\n"
-                     "  --exp2: the kernel's and the emulation's exp2 (poly5: preset sage2-8b; sm90-ex2: sage2-8b-ex2)\n";
+                     "  --exp2: the kernel's and the emulation's exp2 (poly5: preset sage2-8b; sm90-ex2: sage2-8b-ex2)\n"
+                     "  --schedule: the attention kernel's (in-place and smooth-V configurations run serial)\n";
         return 0;
       } else throw std::invalid_argument("unknown option '" + a + "'");
     } catch (const std::exception& e) {

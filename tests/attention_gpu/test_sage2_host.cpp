@@ -89,6 +89,25 @@ TEST_CASE("sage2 problem: unsupported shapes are refused with the reason") {
   p.in_place = false;
   p.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
   CHECK_THAT(why(p), Catch::Contains("built for fp16 output"));
+  // The overlapped schedule: the presets' instances only.
+  p.exp2 = lowbit::attention::steps::Exp2Unit::polynomial;
+  p.schedule = kernels::attention::Sage2Schedule::overlapped;
+  CHECK_THAT(why(p), Catch::Contains("the overlapped schedule is built for the presets' instances: not with smooth V"));
+  p.smooth_v = false;
+  p.in_place = true;
+  CHECK_THAT(why(p), Catch::Contains("not with in-place accumulation"));
+  p.in_place = false;
+  CHECK_FALSE(p.validate());
+  p.schedule = static_cast<kernels::attention::Sage2Schedule>(9);
+  CHECK_THAT(why(p), Catch::Contains("schedule must be serial or overlapped"));
+}
+
+TEST_CASE("sage2 schedules: named and parsed back") {
+  using kernels::attention::Sage2Schedule;
+  for (Sage2Schedule s : {Sage2Schedule::serial, Sage2Schedule::overlapped})
+    CHECK(kernels::attention::parse_schedule(kernels::attention::schedule_name(s)) == s);
+  CHECK(std::string(kernels::attention::schedule_name(Sage2Schedule::overlapped)) == "overlapped");
+  CHECK_FALSE(kernels::attention::parse_schedule("pingpong"));
 }
 
 TEST_CASE("sage2 device API: null and misaligned buffers are refused, named, before the GPU is touched") {
