@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The attention kernel's schedules (Sage2Schedule: serial, overlapped) beside FlashAttention-3 FP8 on
+# the lent GPU, from binaries built here (issue 40). From the repository root, carrying .whl/ (PyPI's
+# fa3-fwd 0.0.3) and $PREBUILT (default build-call/, ignored by git), which holds bench_attention and
+# check_sage2_gpu (each may be .xz) and libfmt.so.9, packed on the Debian 12 VM:
+#   cmake --build build --target bench_attention check_sage2_gpu && mkdir -p build-call &&
+#   cp build/experiments/bench_attention build/tests/attention_gpu/check_sage2_gpu /lib/x86_64-linux-gnu/libfmt.so.9 build-call/ &&
+#   xz -9 build-call/bench_attention build-call/check_sage2_gpu && git rev-parse --short HEAD > build-call/sha
+# The tracked tree is about 59 MB of the call's 64 MiB: before the call remove verification/, results/
+# and experiments/data/qwen2.5-coder-1.5b/ (git checkout them after; not while a build runs here).
+#   SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh
+# Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
+#   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
+#   2. CALLS calls of experiments/bench/bench_attention.py (--tokens 8192,16384, --exp2 sm90-ex2,
+#      --schedule $SCHEDULES): both schedules, SDPA and FA3 FP8/BF16 timed in each (issue 40's protocol:
+#      the median of the calls), into $OUT/bench-K/;
+#   3. with FULL=1, the bit-exact protocol of the overlapped schedule, each exp2 unit:
+#      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench.
+# Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
+# every step that ran passed; 77 where no GPU is visible.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=$(realpath -m "${OUT:-build/results/schedule-bench}")
+prebuilt=${PREBUILT:-build-call}
+schedules=${SCHEDULES:-serial,overlapped}
+deadline=${DEADLINE:-540}
+mkdir -p "$out" /tmp/prebuilt
+for name in bench_attention check_sage2_gpu; do
+  if [ -f "$prebuilt/$name.xz" ]; then xz -dc "$prebuilt/$name.xz" > "/tmp/prebuilt/$name"
+  elif [ -f "$prebuilt/$name" ]; then cp "$prebuilt/$name" "/tmp/prebuilt/$name"
+  else echo "schedule_bench: no $prebuilt/$name(.xz)"; exit 1; fi
+  chmod +x "/tmp/prebuilt/$name"
+done
+cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
+export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
+source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.csv"
+status=0
+in_time() { [ "$SECONDS" -lt "$deadline" ] || { echo "schedule_bench: $1 skipped (past ${deadline} s)"; return 1; }; }
+for schedule in ${schedules//,/ }; do
+  in_time "smoke $schedule" || continue
+  timeout 200 /tmp/prebuilt/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule "$schedule" \
+    --out "$out/quick-$schedule" > "$out/quick-$schedule.log" 2>&1
+  rc=$?; echo "smoke test, $schedule: exit $rc: $(tail -n 1 "$out/quick-$schedule.log")"
+  [ $rc -eq 77 ] && exit 77  # no GPU here
+  [ $rc -eq 0 ] || { status=1; schedules=$(echo ",$schedules," | sed "s/,$schedule,/,/; s/^,//; s/,$//"); }
+done
+[ -n "$schedules" ] || exit 1
+for ((k = 1; k <= ${CALLS:-3}; k++)); do
+  in_time "bench call $k" || break
+  timeout 300 python3 experiments/bench/bench_attention.py --binary /tmp/prebuilt/bench_attention --tokens 8192,16384 \
+    --exp2 sm90-ex2 --schedule "$schedules" --out "$out/bench-$k" > "$out/bench-$k.log" 2>&1 || status=1
+  echo "bench call $k:"; tail -n 9 "$out/bench-$k.log"
+done
+if [ "${FULL:-0}" = 1 ]; then
+  for exp2 in sm90-ex2 poly5; do
+    for configs in full bench; do
+      in_time "check $exp2 $configs" || continue
+      real=(); [ $configs = full ] && real=(--real experiments/data/smollm2-135m)
+      timeout 300 /tmp/prebuilt/check_sage2_gpu --configs $configs "${real[@]}" --exp2 $exp2 --schedule overlapped \
+        --out "$out/check-$exp2-$configs" > "$out/check-$exp2-$configs.log" 2>&1
+      rc=$?; echo "bit-exact, overlapped, $exp2, $configs: exit $rc: $(tail -n 1 "$out/check-$exp2-$configs.log")"
+      [ $rc -eq 0 ] || status=1
+    done
+  done
+fi
+echo "schedule_bench: done in ${SECONDS} s, exit $status"
+exit $status
