@@ -8,7 +8,8 @@
 #   xz -9 build-call/bench_attention build-call/check_sage2_gpu && git rev-parse --short HEAD > build-call/sha
 # The tracked tree is about 59 MB of the call's 64 MiB: before the call remove verification/, results/
 # and experiments/data/qwen2.5-coder-1.5b/ (git checkout them after; not while a build runs here).
-#   SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh
+#   OUT=/tmp/sb SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh;
+#   tar -czf $OUT/schedule-bench.tgz -C /tmp sb   # $OUT: the device tool's folder, which brings back 8 files
 # Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
 #   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
 #   2. CALLS calls of experiments/bench/bench_attention.py (--tokens 8192,16384, --exp2 sm90-ex2,
@@ -38,9 +39,11 @@ source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.csv"
 status=0
 in_time() { [ "$SECONDS" -lt "$deadline" ] || { echo "schedule_bench: $1 skipped (past ${deadline} s)"; return 1; }; }
+# A step's time limit: its own, and never past the deadline.
+limit() { local left=$((deadline - SECONDS)); echo $(($1 < left ? $1 : left)); }
 for schedule in ${schedules//,/ }; do
   in_time "smoke $schedule" || continue
-  timeout 200 /tmp/prebuilt/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule "$schedule" \
+  timeout $(limit 200) /tmp/prebuilt/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule "$schedule" \
     --out "$out/quick-$schedule" > "$out/quick-$schedule.log" 2>&1
   rc=$?; echo "smoke test, $schedule: exit $rc: $(tail -n 1 "$out/quick-$schedule.log")"
   [ $rc -eq 77 ] && exit 77  # no GPU here
@@ -49,7 +52,7 @@ done
 [ -n "$schedules" ] || exit 1
 for ((k = 1; k <= ${CALLS:-3}; k++)); do
   in_time "bench call $k" || break
-  timeout 300 python3 experiments/bench/bench_attention.py --binary /tmp/prebuilt/bench_attention --tokens 8192,16384 \
+  timeout $(limit 300) python3 experiments/bench/bench_attention.py --binary /tmp/prebuilt/bench_attention --tokens 8192,16384 \
     --exp2 sm90-ex2 --schedule "$schedules" --out "$out/bench-$k" > "$out/bench-$k.log" 2>&1 || status=1
   echo "bench call $k:"; tail -n 9 "$out/bench-$k.log"
 done
@@ -58,7 +61,7 @@ if [ "${FULL:-0}" = 1 ]; then
     for configs in full bench; do
       in_time "check $exp2 $configs" || continue
       real=(); [ $configs = full ] && real=(--real experiments/data/smollm2-135m)
-      timeout 300 /tmp/prebuilt/check_sage2_gpu --configs $configs "${real[@]}" --exp2 $exp2 --schedule overlapped \
+      timeout $(limit 300) /tmp/prebuilt/check_sage2_gpu --configs $configs "${real[@]}" --exp2 $exp2 --schedule overlapped \
         --out "$out/check-$exp2-$configs" > "$out/check-$exp2-$configs.log" 2>&1
       rc=$?; echo "bit-exact, overlapped, $exp2, $configs: exit $rc: $(tail -n 1 "$out/check-$exp2-$configs.log")"
       [ $rc -eq 0 ] || status=1
