@@ -68,7 +68,8 @@ def compile_kernel(source, args, work, nvdisasm):
     copy = work / "sage2_kernels.cu"  # the same name for every source: the anonymous namespace's name follows it
     copy.write_text(one_instantiation(source, out_type, args.head_dim, args.causal == "yes", exp2, args.schedule))
     cubin = work / "kernel.cubin"
-    built = subprocess.run(["nvcc", *NVCC_FLAGS, str(copy), "-o", str(cubin)], capture_output=True, text=True)
+    defines = [f"-D{d}" for d in args.define]
+    built = subprocess.run(["nvcc", *NVCC_FLAGS, *defines, str(copy), "-o", str(cubin)], capture_output=True, text=True)
     if built.returncode != 0:
         errors = [line for line in built.stderr.splitlines() if "error" in line] or built.stderr.splitlines()[-10:]
         fail(f"nvcc failed on {source}:\n" + "\n".join(errors[:20]))
@@ -158,6 +159,8 @@ def main():
     parser.add_argument("--exp2", choices=("sm90-ex2", "poly5"), default="sm90-ex2")
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="the output type")
     parser.add_argument("--schedule", choices=("serial", "overlapped"), default="serial", help="the kernel's schedule (Sage2Schedule)")
+    parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                        help="a compile-time choice for nvcc (e.g. LOWBIT_OVERLAPPED_UNITS_D64=3); repeatable")
     parser.add_argument("--against", help="another version of the source, compared instruction by instruction")
     parser.add_argument("--keep", help="a folder to keep the copies, cubins and SASS in")
     args = parser.parse_args()

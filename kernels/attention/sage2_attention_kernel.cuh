@@ -79,15 +79,26 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // How the units share the SM, per head dimension and schedule. Serial: at d = 128, three
 // warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
 // query rows: the kernel runs at the GPU's power limit); at d = 64, one warpgroup per block and four
-// blocks per SM. Overlapped: two units a block (a unit holds S, R and o at once: up to 255
-// registers), a ring of 4 stages. Every serial choice here was timed side by side;
-// docs/attention-kernel-tuning.md has the measurements and their commits.
+// blocks per SM. Overlapped: a ring of 4 stages; at d = 128 two units a block (a unit holds S, R
+// and o at once: up to 255 registers) that take turns at issuing (ping-pong); at d = 64
+// kOverlappedUnitsD64 units: two with ping-pong, or three without (FlashAttention-3 FP8's shape at
+// d = 64: 3 consumer warpgroups, no scheduler barrier; up to 168 registers). Every serial choice
+// here was timed side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
+// The overlapped schedule's units a block at d = 64 (2 or 3): a build-time choice while the two are
+// timed side by side (scripts/device/schedule_bench.sh).
+#ifndef LOWBIT_OVERLAPPED_UNITS_D64
+#define LOWBIT_OVERLAPPED_UNITS_D64 2
+#endif
+inline constexpr int kOverlappedUnitsD64 = LOWBIT_OVERLAPPED_UNITS_D64;
+
 template <int HeadDim, Sage2Schedule Schedule>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
   static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
-  static constexpr int kUnitsPerBlock = kOverlapped ? 2 : HeadDim == 128 ? 3 : 1;
+  static constexpr int kOverlappedUnits = HeadDim == 128 ? 2 : kOverlappedUnitsD64;
+  static constexpr int kUnitsPerBlock = kOverlapped ? kOverlappedUnits : HeadDim == 128 ? 3 : 1;
+  static constexpr bool kPingPong = kOverlapped && kUnitsPerBlock == 2;
   static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4;
   static constexpr int kStages = kOverlapped || HeadDim == 128 ? 4 : 2;
   // Serial: where a unit refills the stage of the block before: while its P V runs at d = 128 (work
@@ -119,11 +130,11 @@ struct AttentionShape {
   // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
   static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
   static_assert(kBlocksPerSm * (kBytes + kStaticBytes + kSmemReservedPerBlock) <= kSmemPerSm, "the blocks fit the SM");
-  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads'); overlapped,
+  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads'); ping-pong,
   // kTurn + w: warpgroup w's turn to issue (the block's 256 threads).
   static constexpr int kUnitDone = 1, kTurn = kUnitDone + kUnitsPerBlock;
   static_assert(kTurn + kUnitsPerBlock <= 16, "16 named barriers");
-  static_assert(!kOverlapped || kUnitsPerBlock == 2, "ping-pong between two units");
+  static_assert(!kOverlapped || kUnitsPerBlock == 2 || kUnitsPerBlock == 3, "overlapped: 2 units (ping-pong) or 3");
   // Overlapped: a unit refills block i - 2's stage after issuing block i's wgmmas, before it waits
   // for them, so block i + kStages - 2 must have been asked for already.
   static_assert(!kOverlapped || kStages >= 3, "the overlapped refill runs two blocks behind");
@@ -488,10 +499,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
     if (!Shape::kReleaseAtBarrier) release(kv_count - 1);
     if constexpr (!kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);  // the Q tile free
   } else {
-    // Turn t is a unit's t-th issue of wgmmas (t = 0 .. kv_count); both units take the turns they
-    // both have, unit 0 first: warpgroup w waits at barrier kTurn + w, where the other arrives once it
-    // has issued (a unit with no KV block returned above, so its partner takes no turns).
-    const int partner_count = kv_count_of(block * kUnits + (1 - w));
+    // Ping-pong: turn t is a unit's t-th issue of wgmmas (t = 0 .. kv_count); both units take the
+    // turns they both have, unit 0 first: warpgroup w waits at barrier kTurn + w, where the other
+    // arrives once it has issued (a unit with no KV block returned above, so its partner takes no
+    // turns). Without ping-pong no unit takes turns.
+    const int partner_count = Shape::kPingPong ? kv_count_of(block * kUnits + (1 - w)) : 0;
     const int common_turns = partner_count > 0 ? min(kv_count, partner_count) + 1 : 0;
     const auto take_turn = [&](int t) {
       if (t < common_turns) sm90::barrier_sync(Shape::kTurn + w, 256);

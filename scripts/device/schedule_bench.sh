@@ -10,13 +10,18 @@
 # and experiments/data/qwen2.5-coder-1.5b/ (git checkout them after; not while a build runs here).
 #   OUT=/tmp/sb SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh;
 #   tar -czf $OUT/schedule-bench.tgz -C /tmp sb   # $OUT: the device tool's folder, which brings back 8 files
+# ALT (optional) names a second folder packed the same way from a build with other compile-time
+# choices (e.g. -DLOWBIT_OVERLAPPED_UNITS_D64=3), timed at the head dimensions ALT_DIMS (default 64).
 # Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
 #   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
+#      with ALT, its overlapped schedule's too;
 #   2. CALLS calls of experiments/bench/bench_attention.py (--tokens 8192,16384, --exp2 sm90-ex2,
 #      --schedule $SCHEDULES): both schedules, SDPA and FA3 FP8/BF16 timed in each (issue 40's protocol:
-#      the median of the calls), into $OUT/bench-K/;
+#      the median of the calls), into $OUT/bench-K/; with ALT, each call followed by one of ALT's
+#      binary at ALT_DIMS, into $OUT/alt-bench-K/;
 #   3. with FULL=1, the bit-exact protocol of the overlapped schedule, each exp2 unit:
-#      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench.
+#      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench;
+#      with ALT, then ALT's check_sage2_gpu --configs full --real ... (sm90-ex2).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
 set -uo pipefail
@@ -25,13 +30,19 @@ out=$(realpath -m "${OUT:-build/results/schedule-bench}")
 prebuilt=${PREBUILT:-build-call}
 schedules=${SCHEDULES:-serial,overlapped}
 deadline=${DEADLINE:-540}
-mkdir -p "$out" /tmp/prebuilt
-for name in bench_attention check_sage2_gpu; do
-  if [ -f "$prebuilt/$name.xz" ]; then xz -dc "$prebuilt/$name.xz" > "/tmp/prebuilt/$name"
-  elif [ -f "$prebuilt/$name" ]; then cp "$prebuilt/$name" "/tmp/prebuilt/$name"
-  else echo "schedule_bench: no $prebuilt/$name(.xz)"; exit 1; fi
-  chmod +x "/tmp/prebuilt/$name"
-done
+alt=${ALT:-}
+mkdir -p "$out"
+unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
+  mkdir -p "$2"
+  for name in bench_attention check_sage2_gpu; do
+    if [ -f "$1/$name.xz" ]; then xz -dc "$1/$name.xz" > "$2/$name"
+    elif [ -f "$1/$name" ]; then cp "$1/$name" "$2/$name"
+    else echo "schedule_bench: no $1/$name(.xz)"; exit 1; fi
+    chmod +x "$2/$name"
+  done
+}
+unpack "$prebuilt" /tmp/prebuilt
+[ -n "$alt" ] && unpack "$alt" /tmp/prebuilt-alt
 cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
@@ -50,11 +61,21 @@ for schedule in ${schedules//,/ }; do
   [ $rc -eq 0 ] || { status=1; schedules=$(echo ",$schedules," | sed "s/,$schedule,/,/; s/^,//; s/,$//"); }
 done
 [ -n "$schedules" ] || exit 1
+if [ -n "$alt" ] && in_time "smoke alt"; then
+  timeout $(limit 200) /tmp/prebuilt-alt/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule overlapped \
+    --out "$out/quick-alt" > "$out/quick-alt.log" 2>&1
+  rc=$?; echo "smoke test, $alt overlapped: exit $rc: $(tail -n 1 "$out/quick-alt.log")"
+  [ $rc -eq 0 ] || { status=1; alt=""; }
+fi
+bench() {  # bench BINARY DIMS NAME
+  timeout $(limit 300) python3 experiments/bench/bench_attention.py --binary "$1" --tokens 8192,16384 --dims "$2" \
+    --exp2 sm90-ex2 --schedule "$schedules" --out "$out/$3" > "$out/$3.log" 2>&1 || status=1
+  echo "$3:"; tail -n 9 "$out/$3.log"
+}
 for ((k = 1; k <= ${CALLS:-3}; k++)); do
   in_time "bench call $k" || break
-  timeout $(limit 300) python3 experiments/bench/bench_attention.py --binary /tmp/prebuilt/bench_attention --tokens 8192,16384 \
-    --exp2 sm90-ex2 --schedule "$schedules" --out "$out/bench-$k" > "$out/bench-$k.log" 2>&1 || status=1
-  echo "bench call $k:"; tail -n 9 "$out/bench-$k.log"
+  bench /tmp/prebuilt/bench_attention 64,128 "bench-$k"
+  [ -n "$alt" ] && in_time "alt bench call $k" && bench /tmp/prebuilt-alt/bench_attention "${ALT_DIMS:-64}" "alt-bench-$k"
 done
 if [ "${FULL:-0}" = 1 ]; then
   for exp2 in sm90-ex2 poly5; do
@@ -67,6 +88,12 @@ if [ "${FULL:-0}" = 1 ]; then
       [ $rc -eq 0 ] || status=1
     done
   done
+  if [ -n "$alt" ] && in_time "check alt"; then
+    timeout $(limit 300) /tmp/prebuilt-alt/check_sage2_gpu --configs full --real experiments/data/smollm2-135m --exp2 sm90-ex2 \
+      --schedule overlapped --out "$out/check-alt-full" > "$out/check-alt-full.log" 2>&1
+    rc=$?; echo "bit-exact, $alt overlapped, sm90-ex2, full: exit $rc: $(tail -n 1 "$out/check-alt-full.log")"
+    [ $rc -eq 0 ] || status=1
+  fi
 fi
 echo "schedule_bench: done in ${SECONDS} s, exit $status"
 exit $status
