@@ -503,15 +503,17 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
     // turns they both have, unit 0 first: warpgroup w waits at barrier kTurn + w, where the other
     // arrives once it has issued (a unit with no KV block returned above, so its partner takes no
     // turns). Without ping-pong no unit takes turns.
-    const int partner_count = Shape::kPingPong ? kv_count_of(block * kUnits + (1 - w)) : 0;
+    constexpr bool kPingPong = Shape::kPingPong;
+    const int partner_count = kPingPong ? kv_count_of(block * kUnits + (1 - w)) : 0;
     const int common_turns = partner_count > 0 ? min(kv_count, partner_count) + 1 : 0;
     const auto take_turn = [&](int t) {
-      if (t < common_turns) sm90::barrier_sync(Shape::kTurn + w, 256);
+      if (kPingPong && t < common_turns) sm90::barrier_sync(Shape::kTurn + w, 256);
     };
     const auto pass_turn = [&](int t) {
-      if (t < common_turns && !(w == 1 && t == common_turns - 1)) sm90::barrier_arrive(Shape::kTurn + 1 - w, 256);
+      if (kPingPong && t < common_turns && !(w == 1 && t == common_turns - 1))
+        sm90::barrier_arrive(Shape::kTurn + 1 - w, 256);
     };
-    if (w == 1 && common_turns > 0) sm90::barrier_arrive(Shape::kTurn, 256);
+    if (kPingPong && w == 1 && common_turns > 0) sm90::barrier_arrive(Shape::kTurn, 256);
     Scores s_acc;
     Values x;
     float alpha[2];
