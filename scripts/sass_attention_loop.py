@@ -160,7 +160,7 @@ def main():
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="the output type")
     parser.add_argument("--schedule", choices=("serial", "overlapped"), default="serial", help="the kernel's schedule (Sage2Schedule)")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                        help="a compile-time choice for nvcc (e.g. LOWBIT_OVERLAPPED_UNITS_D64=3); repeatable")
+                        help="a preprocessor definition for nvcc, as a build with CMAKE_CUDA_FLAGS=-DNAME=VALUE has it; repeatable")
     parser.add_argument("--against", help="another version of the source, compared instruction by instruction")
     parser.add_argument("--keep", help="a folder to keep the copies, cubins and SASS in")
     args = parser.parse_args()

@@ -80,24 +80,18 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
 // query rows: the kernel runs at the GPU's power limit); at d = 64, one warpgroup per block and four
 // blocks per SM. Overlapped: a ring of 4 stages; at d = 128 two units a block (a unit holds S, R
-// and o at once: up to 255 registers) that take turns at issuing (ping-pong); at d = 64
-// kOverlappedUnitsD64 units: two with ping-pong, or three without (FlashAttention-3 FP8's shape at
-// d = 64: 3 consumer warpgroups, no scheduler barrier; up to 168 registers). Every serial choice
-// here was timed side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
-// The overlapped schedule's units a block at d = 64 (2 or 3): a build-time choice while the two are
-// timed side by side (scripts/device/schedule_bench.sh).
-#ifndef LOWBIT_OVERLAPPED_UNITS_D64
-#define LOWBIT_OVERLAPPED_UNITS_D64 2
-#endif
-inline constexpr int kOverlappedUnitsD64 = LOWBIT_OVERLAPPED_UNITS_D64;
-
+// and o at once: up to 255 registers) that take turns at issuing (ping-pong); at d = 64 three units
+// without turns (FlashAttention-3 FP8's shape there: 3 consumer warpgroups, no scheduler barrier;
+// 168 registers), which ran 1.19-1.38x the two-unit ping-pong there. The overlapped schedule is
+// slower than the serial one at every measured shape (0.79-0.94x on an H100): fewer warps share
+// the SM, and the issue slots, not the tensor cores, bound the kernel. Every choice here was timed
+// side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
 template <int HeadDim, Sage2Schedule Schedule>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
   static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
-  static constexpr int kOverlappedUnits = HeadDim == 128 ? 2 : kOverlappedUnitsD64;
-  static constexpr int kUnitsPerBlock = kOverlapped ? kOverlappedUnits : HeadDim == 128 ? 3 : 1;
+  static constexpr int kUnitsPerBlock = kOverlapped ? (HeadDim == 128 ? 2 : 3) : HeadDim == 128 ? 3 : 1;
   static constexpr bool kPingPong = kOverlapped && kUnitsPerBlock == 2;
   static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4;
   static constexpr int kStages = kOverlapped || HeadDim == 128 ? 4 : 2;

@@ -9,9 +9,11 @@
 # The tracked tree is about 59 MB of the call's 64 MiB: before the call remove verification/, results/
 # and experiments/data/qwen2.5-coder-1.5b/ (git checkout them after; not while a build runs here).
 #   OUT=/tmp/sb SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh;
-#   tar -czf $OUT/schedule-bench.tgz -C /tmp sb   # $OUT: the device tool's folder, which brings back 8 files
+#   cd /tmp/sb && tar -czf $OUT/schedule-bench.tgz $(find . -maxdepth 2 -name '*.csv' -o -name '*.json' -o -name '*.log')
+# ($OUT: the device tool's folder, which brings back 8 files of at most 16 MiB: the checks' folders
+# also hold their inputs, about 73 MB each.)
 # ALT (optional) names a second folder packed the same way from a build with other compile-time
-# choices (e.g. -DLOWBIT_OVERLAPPED_UNITS_D64=3), timed at the head dimensions ALT_DIMS (default 64).
+# choices (a -D of CMAKE_CUDA_FLAGS under test), timed at the head dimensions ALT_DIMS (default 64).
 # Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
 #   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
 #      with ALT, its overlapped schedule's too;
