@@ -23,7 +23,9 @@
 #      binary at ALT_DIMS, into $OUT/alt-bench-K/;
 #   3. with FULL=1, the bit-exact protocol of the overlapped schedule, each exp2 unit:
 #      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench;
-#      with ALT, then ALT's check_sage2_gpu --configs full --real ... (sm90-ex2).
+#      with ALT, then ALT's check_sage2_gpu --configs full --real ... (sm90-ex2);
+#   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule (d = 128
+#      and 64, N = 8K, not causal) into $OUT/ncu/ (experiments/bench/ncu_stalls.py tabulates them).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
 set -uo pipefail
@@ -96,6 +98,21 @@ if [ "${FULL:-0}" = 1 ]; then
     rc=$?; echo "bit-exact, $alt overlapped, sm90-ex2, full: exit $rc: $(tail -n 1 "$out/check-alt-full.log")"
     [ $rc -eq 0 ] || status=1
   fi
+fi
+if [ "${NCU:-0}" = 1 ]; then
+  mkdir -p "$out/ncu"
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active'
+  for d in 128 64; do
+    for schedule in ${schedules//,/ }; do
+      in_time "ncu d$d $schedule" || continue
+      timeout $(limit 120) ncu --kernel-name regex:sage2_attention_kernel --launch-count 1 --csv --page raw --metrics "$metrics" \
+        /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no --exp2 sm90-ex2 --schedule "$schedule" \
+        --warmup 0 --repeats 1 > "$out/ncu/raw.txt" 2>&1 || status=1
+      grep '^"' "$out/ncu/raw.txt" > "$out/ncu/d$d-$schedule.csv"
+    done
+  done
+  rm -f "$out/ncu/raw.txt"
+  python3 experiments/bench/ncu_stalls.py --markdown "$out"/ncu/*.csv || status=1
 fi
 echo "schedule_bench: done in ${SECONDS} s, exit $status"
 exit $status

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Issue rate and warp stalls of kernels side by side, from Nsight Compute's raw metrics.
+
+Each input is the CSV of one launch (`ncu --csv --page raw --metrics M ...`, the lines starting
+with a quote), M holding at least the metrics below: the warps a scheduler holds, the share of
+cycles in which it issued, the cycles between a warp's instructions split by stall reason (their
+sum is the cycles per issued instruction), the XU pipe (MUFU, conversions), the instructions
+executed. The name of a row is its file's name. Writes the table as CSV to stdout, or with
+--markdown as a Markdown table. The metrics that results/bench_attention/fa3/schedules/ncu/ holds:
+
+  ncu --kernel-name regex:sage2_attention_kernel --launch-count 1 --csv --page raw --metrics \\
+    'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\\.ratio|smsp__inst_executed\\.sum|sm__cycles_elapsed\\.avg|sm__inst_executed_pipe_xu\\.avg\\.pct_of_peak_sustained_active' \\
+    bench_attention --dims 128 --tokens 8192 --causal no --exp2 sm90-ex2 --schedule serial --warmup 0 --repeats 1
+
+  experiments/bench/ncu_stalls.py --markdown results/bench_attention/fa3/schedules/ncu/*.csv
+"""
+import argparse
+import csv
+import pathlib
+import sys
+
+STALL = "smsp__average_warps_issue_stalled_"
+PER_ISSUE = "_per_issue_active.ratio"
+# The stall reasons shown on their own (the others are summed into "other"), largest first in the
+# kernels of issue 40.
+SHOWN = ["wait", "selected", "barrier", "not_selected", "mio_throttle", "dispatch_stall", "gmma", "math_pipe_throttle",
+         "long_scoreboard", "short_scoreboard"]
+
+
+def read_launch(path):
+    """{metric: value} of the one launch in an ncu raw CSV."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith('"')]
+    rows = list(csv.reader(lines))
+    if len(rows) < 3:
+        raise SystemExit(f"{path}: not an ncu --csv --page raw file of one launch (header, units, values)")
+    if len(rows) > 3:
+        raise SystemExit(f"{path}: {len(rows) - 2} launches; one expected (ncu --launch-count 1)")
+    return dict(zip(rows[0], rows[2]))
+
+
+def number(metrics, name, path):
+    if name not in metrics:
+        raise SystemExit(f"{path}: no metric {name} (see this program's --help for the ncu command)")
+    try:
+        return float(metrics[name].replace(",", ""))
+    except ValueError:
+        raise SystemExit(f"{path}: {name} = {metrics[name]!r} is not a number")
+
+
+def summarize(path):
+    m = read_launch(path)
+    stalls = {k[len(STALL):-len(PER_ISSUE)]: number(m, k, path) for k in m if k.startswith(STALL) and k.endswith(PER_ISSUE)}
+    if not stalls:
+        raise SystemExit(f"{path}: no {STALL}*{PER_ISSUE} metrics")
+    cycles, hz = number(m, "sm__cycles_elapsed.avg", path), number(m, "sm__cycles_elapsed.avg.per_second", path)
+    row = {"kernel": path.stem, "duration_ms": f"{1e3 * cycles / hz:.3f}", "sm_mhz": f"{hz / 1e6:.0f}",
+           "warps_per_scheduler": f"{number(m, 'smsp__maximum_warps_avg_per_active_cycle', path):.0f}",
+           "issue_slots_busy_pct": f"{number(m, 'smsp__inst_executed.sum.pct_of_peak_sustained_active', path):.1f}",
+           "cycles_per_issued_instruction": f"{sum(stalls.values()):.2f}",
+           "xu_pipe_pct": f"{number(m, 'sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active', path):.1f}",
+           "instructions_executed": f"{number(m, 'smsp__inst_executed.sum', path):.0f}"}
+    row.update({f"stall_{s}": f"{stalls.get(s, 0.0):.2f}" for s in SHOWN})
+    row["stall_other"] = f"{sum(v for s, v in stalls.items() if s not in SHOWN):.2f}"
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="+", type=pathlib.Path, help="ncu --csv --page raw output, one launch each")
+    parser.add_argument("--markdown", action="store_true", help="a Markdown table instead of CSV")
+    args = parser.parse_args()
+    for f in args.files:
+        if not f.is_file():
+            raise SystemExit(f"{f}: no such file")
+    rows = [summarize(f) for f in args.files]
+    columns = list(rows[0])
+    if args.markdown:
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
+        for row in rows:
+            print("| " + " | ".join(row[c] for c in columns) + " |")
+    else:
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
