@@ -5,7 +5,8 @@ Each input is the CSV of one launch (`ncu --csv --page raw --metrics M ...`, the
 with a quote), M holding at least the metrics below: the warps a scheduler holds, the share of
 cycles in which it issued, the cycles between a warp's instructions split by stall reason (their
 sum is the cycles per issued instruction), the XU pipe (MUFU, conversions), the instructions
-executed. The name of a row is its file's name. Writes the table as CSV to stdout, or with
+executed; the registers a thread where launch__registers_per_thread was asked for. The name of a
+row is its file's name. Writes the table as CSV to stdout, or with
 --markdown as a Markdown table. The metrics that results/bench_attention/fa3/schedules/ncu/ holds:
 
   ncu --kernel-name regex:sage2_attention_kernel --launch-count 1 --csv --page raw --metrics \\
@@ -54,6 +55,7 @@ def summarize(path):
         raise SystemExit(f"{path}: no {STALL}*{PER_ISSUE} metrics")
     cycles, hz = number(m, "sm__cycles_elapsed.avg", path), number(m, "sm__cycles_elapsed.avg.per_second", path)
     row = {"kernel": path.stem, "duration_ms": f"{1e3 * cycles / hz:.3f}", "sm_mhz": f"{hz / 1e6:.0f}",
+           "registers": f"{number(m, 'launch__registers_per_thread', path):.0f}" if "launch__registers_per_thread" in m else "",
            "warps_per_scheduler": f"{number(m, 'smsp__maximum_warps_avg_per_active_cycle', path):.0f}",
            "issue_slots_busy_pct": f"{number(m, 'smsp__inst_executed.sum.pct_of_peak_sustained_active', path):.1f}",
            "cycles_per_issued_instruction": f"{sum(stalls.values()):.2f}",

@@ -24,8 +24,9 @@
 #   3. with FULL=1, the bit-exact protocol of the overlapped schedule, each exp2 unit:
 #      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench;
 #      with ALT, then ALT's check_sage2_gpu --configs full --real ... (sm90-ex2);
-#   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule (d = 128
-#      and 64, N = 8K, not causal) into $OUT/ncu/ (experiments/bench/ncu_stalls.py tabulates them).
+#   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule and of
+#      FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/
+#      (experiments/bench/ncu_stalls.py tabulates them).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
 set -uo pipefail
@@ -101,15 +102,21 @@ if [ "${FULL:-0}" = 1 ]; then
 fi
 if [ "${NCU:-0}" = 1 ]; then
   mkdir -p "$out/ncu"
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active'
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread'
+  profile() {  # profile NAME KERNEL-REGEX COMMAND...: one launch's metrics into $out/ncu/NAME.csv
+    local name=$1 kernel=$2; shift 2
+    timeout $(limit 120) ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-count 1 --csv --page raw \
+      --metrics "$metrics" "$@" > "$out/ncu/raw.txt" 2>&1 || status=1
+    grep '^"' "$out/ncu/raw.txt" > "$out/ncu/$name.csv"
+  }
   for d in 128 64; do
     for schedule in ${schedules//,/ }; do
       in_time "ncu d$d $schedule" || continue
-      timeout $(limit 120) ncu --kernel-name regex:sage2_attention_kernel --launch-count 1 --csv --page raw --metrics "$metrics" \
-        /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no --exp2 sm90-ex2 --schedule "$schedule" \
-        --warmup 0 --repeats 1 > "$out/ncu/raw.txt" 2>&1 || status=1
-      grep '^"' "$out/ncu/raw.txt" > "$out/ncu/d$d-$schedule.csv"
+      profile "d$d-$schedule" sage2_attention_kernel /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no \
+        --exp2 sm90-ex2 --schedule "$schedule" --warmup 0 --repeats 1
     done
+    in_time "ncu d$d fa3_fp8" || continue
+    profile "d$d-fa3_fp8" FlashAttnFwd python3 -c "import sys; sys.path.insert(0, 'experiments/bench'); import bench_attention as b; b.time_fa3(True, 4, 32, 8192, $d, False, 0, 1)"
   done
   rm -f "$out/ncu/raw.txt"
   python3 experiments/bench/ncu_stalls.py --markdown "$out"/ncu/*.csv || status=1
