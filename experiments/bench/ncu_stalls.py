@@ -5,7 +5,8 @@ Each input is the CSV of one launch (`ncu --csv --page raw --metrics M ...`, the
 with a quote), M holding at least the metrics below: the warps a scheduler holds, the share of
 cycles in which it issued, the cycles between a warp's instructions split by stall reason (their
 sum is the cycles per issued instruction), the XU pipe (MUFU, conversions), the instructions
-executed; the registers a thread where launch__registers_per_thread was asked for. The name of a
+executed; the registers a thread where launch__registers_per_thread was asked for, the L2's busiest
+unit (lts__throughput, % of its peak) where that was. The name of a
 row is its file's name. Writes the table as CSV to stdout, or with
 --markdown as a Markdown table. The metrics that results/bench_attention/fa3/schedules/ncu/ holds:
 
@@ -21,6 +22,7 @@ import pathlib
 import sys
 
 STALL = "smsp__average_warps_issue_stalled_"
+L2 = "lts__throughput.avg.pct_of_peak_sustained_elapsed"
 PER_ISSUE = "_per_issue_active.ratio"
 # The stall reasons shown on their own (the others are summed into "other"), largest first in the
 # kernels of issue 40.
@@ -60,7 +62,8 @@ def summarize(path):
            "issue_slots_busy_pct": f"{number(m, 'smsp__inst_executed.sum.pct_of_peak_sustained_active', path):.1f}",
            "cycles_per_issued_instruction": f"{sum(stalls.values()):.2f}",
            "xu_pipe_pct": f"{number(m, 'sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active', path):.1f}",
-           "instructions_executed": f"{number(m, 'smsp__inst_executed.sum', path):.0f}"}
+           "instructions_executed": f"{number(m, 'smsp__inst_executed.sum', path):.0f}",
+           "l2_pct": f"{number(m, L2, path):.1f}" if L2 in m else ""}
     row.update({f"stall_{s}": f"{stalls.get(s, 0.0):.2f}" for s in SHOWN})
     row["stall_other"] = f"{sum(v for s, v in stalls.items() if s not in SHOWN):.2f}"
     return row

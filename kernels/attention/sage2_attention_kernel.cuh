@@ -86,15 +86,23 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // slower than the serial one at every measured shape (0.79-0.94x on an H100): fewer warps share
 // the SM, and the issue slots, not the tensor cores, bound the kernel. Every choice here was timed
 // side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
+// The serial schedule's units a block at d = 64 (1, 2 or 4, sharing a ring of 4 stages when more
+// than one): a build-time choice while they are timed side by side (scripts/device/schedule_bench.sh).
+#ifndef LOWBIT_SERIAL_UNITS_D64
+#define LOWBIT_SERIAL_UNITS_D64 1
+#endif
+inline constexpr int kSerialUnitsD64 = LOWBIT_SERIAL_UNITS_D64;
+static_assert(kSerialUnitsD64 == 1 || kSerialUnitsD64 == 2 || kSerialUnitsD64 == 4, "1, 2 or 4 serial units at d = 64");
+
 template <int HeadDim, Sage2Schedule Schedule>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
   static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
-  static constexpr int kUnitsPerBlock = kOverlapped ? (HeadDim == 128 ? 2 : 3) : HeadDim == 128 ? 3 : 1;
+  static constexpr int kUnitsPerBlock = kOverlapped ? (HeadDim == 128 ? 2 : 3) : HeadDim == 128 ? 3 : kSerialUnitsD64;
   static constexpr bool kPingPong = kOverlapped && kUnitsPerBlock == 2;
-  static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4;
-  static constexpr int kStages = kOverlapped || HeadDim == 128 ? 4 : 2;
+  static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4 / kUnitsPerBlock;
+  static constexpr int kStages = kOverlapped || HeadDim == 128 || kUnitsPerBlock > 1 ? 4 : 2;
   // Serial: where a unit refills the stage of the block before: while its P V runs at d = 128 (work
   // in the shorter Q K^T wait held the unit back), while its Q K^T runs at d = 64 (2 stages: refilled
   // at P V, the ring holds too little ahead).

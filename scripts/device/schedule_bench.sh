@@ -12,20 +12,22 @@
 #   cd /tmp/sb && tar -czf $OUT/schedule-bench.tgz $(find . -maxdepth 2 -name '*.csv' -o -name '*.json' -o -name '*.log')
 # ($OUT: the device tool's folder, which brings back 8 files of at most 16 MiB: the checks' folders
 # also hold their inputs, about 73 MB each.)
-# ALT (optional) names a second folder packed the same way from a build with other compile-time
-# choices (a -D of CMAKE_CUDA_FLAGS under test), timed at the head dimensions ALT_DIMS (default 64).
+# ALT (optional) names other folders, comma-separated, each packed the same way from a build with
+# other compile-time choices (a -D of CMAKE_CUDA_FLAGS under test), run with the schedule ALT_SCHEDULE
+# (default overlapped) and timed at the head dimensions ALT_DIMS (default 64); the K-th is "alt-K".
 # Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
 #   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
-#      with ALT, its overlapped schedule's too;
+#      with ALT, each ALT build's (ALT_SCHEDULE);
 #   2. CALLS calls of experiments/bench/bench_attention.py (--tokens 8192,16384, --exp2 sm90-ex2,
 #      --schedule $SCHEDULES): both schedules, SDPA and FA3 FP8/BF16 timed in each (issue 40's protocol:
-#      the median of the calls), into $OUT/bench-K/; with ALT, each call followed by one of ALT's
-#      binary at ALT_DIMS, into $OUT/alt-bench-K/;
-#   3. with FULL=1, the bit-exact protocol of the overlapped schedule, each exp2 unit:
-#      check_sage2_gpu --configs full --real experiments/data/smollm2-135m and --configs bench;
-#      with ALT, then ALT's check_sage2_gpu --configs full --real ... (sm90-ex2);
-#   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule and of
-#      FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/
+#      the median of the calls), into $OUT/bench-K/; with ALT, each call followed by one of each ALT
+#      build's bench_attention at ALT_DIMS, into $OUT/alt-J-bench-K/;
+#   3. with FULL=1, the bit-exact protocol of the schedules FULL_SCHEDULES (default overlapped; empty:
+#      none), each exp2 unit: check_sage2_gpu --configs full --real experiments/data/smollm2-135m and
+#      --configs bench; with ALT, then each ALT build's check_sage2_gpu --configs full --real ...
+#      (sm90-ex2, ALT_SCHEDULE);
+#   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule, of each
+#      ALT build at ALT_DIMS and of FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/
 #      (experiments/bench/ncu_stalls.py tabulates them).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
@@ -35,7 +37,9 @@ out=$(realpath -m "${OUT:-build/results/schedule-bench}")
 prebuilt=${PREBUILT:-build-call}
 schedules=${SCHEDULES:-serial,overlapped}
 deadline=${DEADLINE:-540}
-alt=${ALT:-}
+alts=(${ALT//,/ })
+alt_schedule=${ALT_SCHEDULE:-overlapped}
+alt_dims=${ALT_DIMS:-64}
 mkdir -p "$out"
 unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
   mkdir -p "$2"
@@ -47,7 +51,7 @@ unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
   done
 }
 unpack "$prebuilt" /tmp/prebuilt
-[ -n "$alt" ] && unpack "$alt" /tmp/prebuilt-alt
+for j in "${!alts[@]}"; do unpack "${alts[$j]}" /tmp/prebuilt-alt-$((j + 1)); done
 cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
@@ -66,43 +70,53 @@ for schedule in ${schedules//,/ }; do
   [ $rc -eq 0 ] || { status=1; schedules=$(echo ",$schedules," | sed "s/,$schedule,/,/; s/^,//; s/,$//"); }
 done
 [ -n "$schedules" ] || exit 1
-if [ -n "$alt" ] && in_time "smoke alt"; then
-  timeout $(limit 200) /tmp/prebuilt-alt/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule overlapped \
-    --out "$out/quick-alt" > "$out/quick-alt.log" 2>&1
-  rc=$?; echo "smoke test, $alt overlapped: exit $rc: $(tail -n 1 "$out/quick-alt.log")"
-  [ $rc -eq 0 ] || { status=1; alt=""; }
-fi
-bench() {  # bench BINARY DIMS NAME
+alt_ok=()  # the ALT builds that passed their smoke test, as indices J of alt-J
+for j in "${!alts[@]}"; do
+  a=alt-$((j + 1))
+  in_time "smoke $a" || continue
+  timeout $(limit 200) /tmp/prebuilt-$a/check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule "$alt_schedule" \
+    --out "$out/quick-$a" > "$out/quick-$a.log" 2>&1
+  rc=$?; echo "smoke test, $a (${alts[$j]}) $alt_schedule: exit $rc: $(tail -n 1 "$out/quick-$a.log")"
+  [ $rc -eq 0 ] && alt_ok+=($((j + 1))) || status=1
+done
+bench() {  # bench BINARY DIMS NAME SCHEDULES
   timeout $(limit 300) python3 experiments/bench/bench_attention.py --binary "$1" --tokens 8192,16384 --dims "$2" \
-    --exp2 sm90-ex2 --schedule "$schedules" --out "$out/$3" > "$out/$3.log" 2>&1 || status=1
+    --exp2 sm90-ex2 --schedule "$4" --out "$out/$3" > "$out/$3.log" 2>&1 || status=1
   echo "$3:"; tail -n 9 "$out/$3.log"
 }
 for ((k = 1; k <= ${CALLS:-3}; k++)); do
   in_time "bench call $k" || break
-  bench /tmp/prebuilt/bench_attention 64,128 "bench-$k"
-  [ -n "$alt" ] && in_time "alt bench call $k" && bench /tmp/prebuilt-alt/bench_attention "${ALT_DIMS:-64}" "alt-bench-$k"
+  bench /tmp/prebuilt/bench_attention 64,128 "bench-$k" "$schedules"
+  for j in "${alt_ok[@]}"; do
+    in_time "alt-$j bench call $k" && bench /tmp/prebuilt-alt-$j/bench_attention "$alt_dims" "alt-$j-bench-$k" "$alt_schedule"
+  done
 done
 if [ "${FULL:-0}" = 1 ]; then
-  for exp2 in sm90-ex2 poly5; do
-    for configs in full bench; do
-      in_time "check $exp2 $configs" || continue
-      real=(); [ $configs = full ] && real=(--real experiments/data/smollm2-135m)
-      timeout $(limit 300) /tmp/prebuilt/check_sage2_gpu --configs $configs "${real[@]}" --exp2 $exp2 --schedule overlapped \
-        --out "$out/check-$exp2-$configs" > "$out/check-$exp2-$configs.log" 2>&1
-      rc=$?; echo "bit-exact, overlapped, $exp2, $configs: exit $rc: $(tail -n 1 "$out/check-$exp2-$configs.log")"
-      [ $rc -eq 0 ] || status=1
+  full_schedules=${FULL_SCHEDULES-overlapped}
+  for schedule in ${full_schedules//,/ }; do
+    for exp2 in sm90-ex2 poly5; do
+      for configs in full bench; do
+        in_time "check $schedule $exp2 $configs" || continue
+        real=(); [ $configs = full ] && real=(--real experiments/data/smollm2-135m)
+        name=check-$schedule-$exp2-$configs
+        timeout $(limit 300) /tmp/prebuilt/check_sage2_gpu --configs $configs "${real[@]}" --exp2 $exp2 --schedule $schedule \
+          --out "$out/$name" > "$out/$name.log" 2>&1
+        rc=$?; echo "bit-exact, $schedule, $exp2, $configs: exit $rc: $(tail -n 1 "$out/$name.log")"
+        [ $rc -eq 0 ] || status=1
+      done
     done
   done
-  if [ -n "$alt" ] && in_time "check alt"; then
-    timeout $(limit 300) /tmp/prebuilt-alt/check_sage2_gpu --configs full --real experiments/data/smollm2-135m --exp2 sm90-ex2 \
-      --schedule overlapped --out "$out/check-alt-full" > "$out/check-alt-full.log" 2>&1
-    rc=$?; echo "bit-exact, $alt overlapped, sm90-ex2, full: exit $rc: $(tail -n 1 "$out/check-alt-full.log")"
+  for j in "${alt_ok[@]}"; do
+    in_time "check alt-$j" || continue
+    timeout $(limit 300) /tmp/prebuilt-alt-$j/check_sage2_gpu --configs full --real experiments/data/smollm2-135m --exp2 sm90-ex2 \
+      --schedule "$alt_schedule" --out "$out/check-alt-$j-full" > "$out/check-alt-$j-full.log" 2>&1
+    rc=$?; echo "bit-exact, alt-$j $alt_schedule, sm90-ex2, full: exit $rc: $(tail -n 1 "$out/check-alt-$j-full.log")"
     [ $rc -eq 0 ] || status=1
-  fi
+  done
 fi
 if [ "${NCU:-0}" = 1 ]; then
   mkdir -p "$out/ncu"
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread'
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed'
   profile() {  # profile NAME KERNEL-REGEX COMMAND...: one launch's metrics into $out/ncu/NAME.csv
     local name=$1 kernel=$2; shift 2
     timeout $(limit 120) ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-count 1 --csv --page raw \
@@ -115,6 +129,13 @@ if [ "${NCU:-0}" = 1 ]; then
       profile "d$d-$schedule" sage2_attention_kernel /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no \
         --exp2 sm90-ex2 --schedule "$schedule" --warmup 0 --repeats 1
     done
+    if [[ ",$alt_dims," == *",$d,"* ]]; then
+      for j in "${alt_ok[@]}"; do
+        in_time "ncu d$d alt-$j" || continue
+        profile "d$d-alt-$j-$alt_schedule" sage2_attention_kernel /tmp/prebuilt-alt-$j/bench_attention --dims $d --tokens 8192 \
+          --causal no --exp2 sm90-ex2 --schedule "$alt_schedule" --warmup 0 --repeats 1
+      done
+    fi
     in_time "ncu d$d fa3_fp8" || continue
     profile "d$d-fa3_fp8" FlashAttnFwd python3 -c "import sys; sys.path.insert(0, 'experiments/bench'); import bench_attention as b; b.time_fa3(True, 4, 32, 8192, $d, False, 0, 1)"
   done
