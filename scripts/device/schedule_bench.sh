@@ -12,9 +12,10 @@
 #   cd /tmp/sb && tar -czf $OUT/schedule-bench.tgz $(find . -maxdepth 2 -name '*.csv' -o -name '*.json' -o -name '*.log')
 # ($OUT: the device tool's folder, which brings back 8 files of at most 16 MiB: the checks' folders
 # also hold their inputs, about 73 MB each.)
-# ALT (optional) names other folders, comma-separated, each packed the same way from a build with
+# ALT (optional) names other folders, space-separated, each packed the same way from a build with
 # other compile-time choices (a -D of CMAKE_CUDA_FLAGS under test), run with the schedule ALT_SCHEDULE
-# (default overlapped) and timed at the head dimensions ALT_DIMS (default 64); the K-th is "alt-K".
+# (default overlapped) and timed at the head dimensions ALT_DIMS (default 64), or at those of its
+# entry's own ":DIMS" (ALT="build-call-x build-call-y:64,128"); the K-th is "alt-K".
 # Steps, each cut at the call's DEADLINE (seconds since the start, default 540):
 #   1. the smoke test of each schedule: check_sage2_gpu --configs quick --exp2 sm90-ex2 --schedule S;
 #      with ALT, each ALT build's (ALT_SCHEDULE);
@@ -37,9 +38,12 @@ out=$(realpath -m "${OUT:-build/results/schedule-bench}")
 prebuilt=${PREBUILT:-build-call}
 schedules=${SCHEDULES:-serial,overlapped}
 deadline=${DEADLINE:-540}
-alts=(${ALT//,/ })
+alts=() alt_dims=()  # each ALT entry's folder and head dimensions
+for entry in ${ALT:-}; do
+  alts+=("${entry%%:*}")
+  [[ $entry == *:* ]] && alt_dims+=("${entry#*:}") || alt_dims+=("${ALT_DIMS:-64}")
+done
 alt_schedule=${ALT_SCHEDULE:-overlapped}
-alt_dims=${ALT_DIMS:-64}
 mkdir -p "$out"
 unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
   mkdir -p "$2"
@@ -88,7 +92,7 @@ for ((k = 1; k <= ${CALLS:-3}; k++)); do
   in_time "bench call $k" || break
   bench /tmp/prebuilt/bench_attention 64,128 "bench-$k" "$schedules"
   for j in "${alt_ok[@]}"; do
-    in_time "alt-$j bench call $k" && bench /tmp/prebuilt-alt-$j/bench_attention "$alt_dims" "alt-$j-bench-$k" "$alt_schedule"
+    in_time "alt-$j bench call $k" && bench /tmp/prebuilt-alt-$j/bench_attention "${alt_dims[$((j - 1))]}" "alt-$j-bench-$k" "$alt_schedule"
   done
 done
 if [ "${FULL:-0}" = 1 ]; then
@@ -129,13 +133,12 @@ if [ "${NCU:-0}" = 1 ]; then
       profile "d$d-$schedule" sage2_attention_kernel /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no \
         --exp2 sm90-ex2 --schedule "$schedule" --warmup 0 --repeats 1
     done
-    if [[ ",$alt_dims," == *",$d,"* ]]; then
-      for j in "${alt_ok[@]}"; do
-        in_time "ncu d$d alt-$j" || continue
+    for j in "${alt_ok[@]}"; do
+      if [[ ",${alt_dims[$((j - 1))]}," == *",$d,"* ]] && in_time "ncu d$d alt-$j"; then
         profile "d$d-alt-$j-$alt_schedule" sage2_attention_kernel /tmp/prebuilt-alt-$j/bench_attention --dims $d --tokens 8192 \
           --causal no --exp2 sm90-ex2 --schedule "$alt_schedule" --warmup 0 --repeats 1
-      done
-    fi
+      fi
+    done
     in_time "ncu d$d fa3_fp8" || continue
     profile "d$d-fa3_fp8" FlashAttnFwd python3 -c "import sys; sys.path.insert(0, 'experiments/bench'); import bench_attention as b; b.time_fa3(True, 4, 32, 8192, $d, False, 0, 1)"
   done
