@@ -79,37 +79,24 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // How the units share the SM, per head dimension and schedule. Serial: at d = 128, three
 // warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
 // query rows: the kernel runs at the GPU's power limit); at d = 64, one warpgroup per block and four
-// blocks per SM. Overlapped: a ring of 4 stages; at d = 128 two units a block (a unit holds S, R
+// blocks per SM (two or four units a block sharing a 4-stage ring, though the L2 then sends a K/V
+// block 2 or 4 times less often, ran 0.89x and 0.81x: the units wait for one another's releases).
+// Taking turns at issuing Q K^T (FA3's ping-pong without the overlap) gained nothing. Overlapped: a ring of 4 stages; at d = 128 two units a block (a unit holds S, R
 // and o at once: up to 255 registers) that take turns at issuing (ping-pong); at d = 64 three units
 // without turns (FlashAttention-3 FP8's shape there: 3 consumer warpgroups, no scheduler barrier;
 // 168 registers), which ran 1.19-1.38x the two-unit ping-pong there. The overlapped schedule is
 // slower than the serial one at every measured shape (0.79-0.94x on an H100): fewer warps share
 // the SM, and the issue slots, not the tensor cores, bound the kernel. Every choice here was timed
 // side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
-// The serial schedule's units a block at d = 64 (1, 2 or 4, sharing a ring of 4 stages when more
-// than one): a build-time choice while they are timed side by side (scripts/device/schedule_bench.sh).
-#ifndef LOWBIT_SERIAL_UNITS_D64
-#define LOWBIT_SERIAL_UNITS_D64 1
-#endif
-inline constexpr int kSerialUnitsD64 = LOWBIT_SERIAL_UNITS_D64;
-static_assert(kSerialUnitsD64 == 1 || kSerialUnitsD64 == 2 || kSerialUnitsD64 == 4, "1, 2 or 4 serial units at d = 64");
-// Whether the serial schedule's units of a block (non-causal, more than one) take turns at issuing
-// Q K^T, in a ring (FlashAttention-3's ping-pong for more units, without the in-unit overlap): a
-// build-time choice while it is timed.
-#ifndef LOWBIT_SERIAL_TURNS
-#define LOWBIT_SERIAL_TURNS 0
-#endif
-
 template <int HeadDim, Sage2Schedule Schedule>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
   static constexpr int kUnitsPerQBlock = recipe.consumer_warps / 4;
-  static constexpr int kUnitsPerBlock = kOverlapped ? (HeadDim == 128 ? 2 : 3) : HeadDim == 128 ? 3 : kSerialUnitsD64;
+  static constexpr int kUnitsPerBlock = kOverlapped ? (HeadDim == 128 ? 2 : 3) : HeadDim == 128 ? 3 : 1;
   static constexpr bool kPingPong = kOverlapped && kUnitsPerBlock == 2;
-  static constexpr bool serial_turns(bool causal) { return LOWBIT_SERIAL_TURNS && !kOverlapped && !causal && kUnitsPerBlock > 1; }
-  static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4 / kUnitsPerBlock;
-  static constexpr int kStages = kOverlapped || HeadDim == 128 || kUnitsPerBlock > 1 ? 4 : 2;
+  static constexpr int kBlocksPerSm = kOverlapped || HeadDim == 128 ? 1 : 4;
+  static constexpr int kStages = kOverlapped || HeadDim == 128 ? 4 : 2;
   // Serial: where a unit refills the stage of the block before: while its P V runs at d = 128 (work
   // in the shorter Q K^T wait held the unit back), while its Q K^T runs at d = 64 (2 stages: refilled
   // at P V, the ring holds too little ahead).
@@ -139,8 +126,8 @@ struct AttentionShape {
   // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
   static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
   static_assert(kBlocksPerSm * (kBytes + kStaticBytes + kSmemReservedPerBlock) <= kSmemPerSm, "the blocks fit the SM");
-  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads'); ping-pong and
-  // serial turns, kTurn + w: warpgroup w's turn to issue (its 128 threads and its predecessor's).
+  // Named barrier kUnitDone + w: the 128 threads of warpgroup w (0 is __syncthreads'); ping-pong,
+  // kTurn + w: warpgroup w's turn to issue (the block's 256 threads).
   static constexpr int kUnitDone = 1, kTurn = kUnitDone + kUnitsPerBlock;
   static_assert(kTurn + kUnitsPerBlock <= 16, "16 named barriers");
   static_assert(!kOverlapped || kUnitsPerBlock == 2 || kUnitsPerBlock == 3, "overlapped: 2 units (ping-pong) or 3");
@@ -417,18 +404,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
   };
 
   if constexpr (!kOverlapped) {
-    // Turns (Shape::serial_turns): the block's active units 0 .. last_unit issue Q K^T of each block
-    // in order, unit w after unit w - 1 (unit 0 after the last, a block before): warpgroup w waits
-    // at barrier kTurn + w, where its predecessor arrives once it has issued (non-causal: every
-    // active unit reads kv_count blocks). The last issue of all arrives nowhere.
-    constexpr bool kTurns = Shape::serial_turns(Causal);
-    const int turn_units = last_unit + 1;
     for (int i = 0; i < kv_count; ++i) {
       const int stage = Ring::stage_of(i), kv0 = i * kBlockKv;
       // The block's K scale is read before the waits (which the compiler cannot move a load across).
       const float k_scale = k_scales[(long long)i * p.k_groups];
       ring.wait_full(i);
-      if (kTurns && turn_units > 1 && (i > 0 || w > 0)) sm90::barrier_sync(Shape::kTurn + w, 256);
 
       // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
       std::int32_t s_acc[kSValues];
@@ -438,8 +418,6 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
         SWgmma::mma(s_acc, sm90::advance(q_descriptor, q_layout.slice_offset(step, SWgmma::kK)),
                     sm90::advance(k_descriptor, stage * Shape::kKBytes + k_layout.slice_offset(step, SWgmma::kK)), step > 0);
       sm90::wgmma_commit();
-      if (kTurns && turn_units > 1 && (i < kv_count - 1 || w < last_unit))
-        sm90::barrier_arrive(Shape::kTurn + (w + 1 == turn_units ? 0 : w + 1), 256);
       if (i > 0 && !Shape::kReleaseAtBarrier) release(i - 1);
       if (!Shape::kRefillAtPv) refill(i - 1);
       sm90::wgmma_wait<0>();
