@@ -15,10 +15,18 @@ row is its file's name. Writes the table as CSV to stdout, or with
     bench_attention --dims 128 --tokens 8192 --causal no --exp2 sm90-ex2 --schedule serial --warmup 0 --repeats 1
 
   experiments/bench/ncu_stalls.py --markdown results/bench_attention/fa3/schedules/ncu/*.csv
+
+With --opcodes SCORES it shows instead what the kernels execute, opcode by opcode: each opcode's
+thread instructions a score (its warp instructions x 32 / SCORES, the attention scores of the
+profiled launch, B H N^2 without a mask), from sass__inst_executed_per_opcode, which ncu writes
+with --print-metric-instances details; the opcodes of at least 0.05 a score in some kernel, the
+rest as "other", and the total. Inputs may be gzipped.
 """
 import argparse
 import csv
+import gzip
 import pathlib
+import re
 import sys
 
 STALL = "smsp__average_warps_issue_stalled_"
@@ -32,7 +40,8 @@ SHOWN = ["wait", "selected", "barrier", "not_selected", "mio_throttle", "dispatc
 
 def read_launch(path):
     """{metric: value} of the one launch in an ncu raw CSV."""
-    lines = [line for line in path.read_text().splitlines() if line.startswith('"')]
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(lines))
     if len(rows) < 3:
         raise SystemExit(f"{path}: not an ncu --csv --page raw file of one launch (header, units, values)")
@@ -69,15 +78,46 @@ def summarize(path):
     return row
 
 
+OPCODES = "sass__inst_executed_per_opcode"
+SHOWN_PER_SCORE = 0.05
+
+
+def opcode_counts(path):
+    """{opcode: warp instructions} of the launch, from ncu's instances "TOTAL (OP: n; OP: n; ...)"."""
+    m = read_launch(path)
+    if OPCODES not in m:
+        raise SystemExit(f"{path}: no metric {OPCODES} (ncu --metrics {OPCODES} --print-metric-instances details)")
+    pairs = re.findall(r"([A-Z0-9_.]+): ([0-9,]+)", m[OPCODES])
+    if not pairs:
+        raise SystemExit(f"{path}: {OPCODES} = {m[OPCODES][:80]!r} has no per-opcode instances (--print-metric-instances details)")
+    return {op: int(n.replace(",", "")) for op, n in pairs}
+
+
+def opcode_rows(paths, scores):
+    """Rows of opcode, then per kernel its thread instructions a score."""
+    per_score = {p.stem.removesuffix(".txt").removesuffix(".csv"): {op: 32 * n / scores for op, n in opcode_counts(p).items()}
+                 for p in paths}
+    shown = sorted({op for counts in per_score.values() for op, v in counts.items() if v >= SHOWN_PER_SCORE},
+                   key=lambda op: -max(c.get(op, 0.0) for c in per_score.values()))
+    rows = [{"opcode": op, **{k: f"{c.get(op, 0.0):.2f}" for k, c in per_score.items()}} for op in shown]
+    rows.append({"opcode": "other", **{k: f"{sum(v for op, v in c.items() if op not in shown):.2f}" for k, c in per_score.items()}})
+    rows.append({"opcode": "total", **{k: f"{sum(c.values()):.2f}" for k, c in per_score.items()}})
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="+", type=pathlib.Path, help="ncu --csv --page raw output, one launch each")
     parser.add_argument("--markdown", action="store_true", help="a Markdown table instead of CSV")
+    parser.add_argument("--opcodes", type=float, metavar="SCORES",
+                        help="the opcodes executed a score instead, SCORES being the launch's attention scores")
     args = parser.parse_args()
     for f in args.files:
         if not f.is_file():
             raise SystemExit(f"{f}: no such file")
-    rows = [summarize(f) for f in args.files]
+    if args.opcodes is not None and args.opcodes <= 0:
+        raise SystemExit(f"--opcodes {args.opcodes}: the scores of the launch, a positive count")
+    rows = opcode_rows(args.files, args.opcodes) if args.opcodes else [summarize(f) for f in args.files]
     columns = list(rows[0])
     if args.markdown:
         print("| " + " | ".join(columns) + " |")
