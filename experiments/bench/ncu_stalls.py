@@ -7,7 +7,7 @@ cycles in which it issued, the cycles between a warp's instructions split by sta
 sum is the cycles per issued instruction), the XU pipe (MUFU, conversions), the instructions
 executed; the registers a thread where launch__registers_per_thread was asked for, the L2's busiest
 unit (lts__throughput, % of its peak) where that was. The name of a
-row is its file's name. Writes the table as CSV to stdout, or with
+row is its file's name (without .csv, .txt, .gz). Writes the table as CSV to stdout, or with
 --markdown as a Markdown table. The metrics that results/bench_attention/fa3/schedules/ncu/ holds:
 
   ncu --kernel-name regex:sage2_attention_kernel --launch-count 1 --csv --page raw --metrics \\
@@ -40,7 +40,10 @@ SHOWN = ["wait", "selected", "barrier", "not_selected", "mio_throttle", "dispatc
 
 def read_launch(path):
     """{metric: value} of the one launch in an ncu raw CSV."""
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    try:
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    except (OSError, EOFError, UnicodeDecodeError) as error:
+        raise SystemExit(f"{path}: unreadable ({error})")
     lines = [line for line in text.splitlines() if line.startswith('"')]
     rows = list(csv.reader(lines))
     if len(rows) < 3:
@@ -48,6 +51,11 @@ def read_launch(path):
     if len(rows) > 3:
         raise SystemExit(f"{path}: {len(rows) - 2} launches; one expected (ncu --launch-count 1)")
     return dict(zip(rows[0], rows[2]))
+
+
+def kernel_name(path):
+    """A row's name: its file's name without .csv, .txt or .gz."""
+    return re.sub(r"(\.(csv|txt))?(\.gz)?$", "", path.name)
 
 
 def number(metrics, name, path):
@@ -65,7 +73,7 @@ def summarize(path):
     if not stalls:
         raise SystemExit(f"{path}: no {STALL}*{PER_ISSUE} metrics")
     cycles, hz = number(m, "sm__cycles_elapsed.avg", path), number(m, "sm__cycles_elapsed.avg.per_second", path)
-    row = {"kernel": path.stem, "duration_ms": f"{1e3 * cycles / hz:.3f}", "sm_mhz": f"{hz / 1e6:.0f}",
+    row = {"kernel": kernel_name(path), "duration_ms": f"{1e3 * cycles / hz:.3f}", "sm_mhz": f"{hz / 1e6:.0f}",
            "registers": f"{number(m, 'launch__registers_per_thread', path):.0f}" if "launch__registers_per_thread" in m else "",
            "warps_per_scheduler": f"{number(m, 'smsp__maximum_warps_avg_per_active_cycle', path):.0f}",
            "issue_slots_busy_pct": f"{number(m, 'smsp__inst_executed.sum.pct_of_peak_sustained_active', path):.1f}",
@@ -95,7 +103,7 @@ def opcode_counts(path):
 
 def opcode_rows(paths, scores):
     """Rows of opcode, then per kernel its thread instructions a score."""
-    per_score = {p.stem.removesuffix(".txt").removesuffix(".csv"): {op: 32 * n / scores for op, n in opcode_counts(p).items()}
+    per_score = {kernel_name(p): {op: 32 * n / scores for op, n in opcode_counts(p).items()}
                  for p in paths}
     shown = sorted({op for counts in per_score.values() for op, v in counts.items() if v >= SHOWN_PER_SCORE},
                    key=lambda op: -max(c.get(op, 0.0) for c in per_score.values()))

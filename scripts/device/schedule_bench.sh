@@ -28,7 +28,8 @@
 #      --configs bench; with ALT, then each ALT build's check_sage2_gpu --configs full --real ...
 #      (sm90-ex2, ALT_SCHEDULE);
 #   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule, of each
-#      ALT build at ALT_DIMS and of FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/
+#      ALT build at ALT_DIMS and of FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/,
+#      with the instructions executed per opcode (ncu_stalls.py --opcodes 8589934592: B H N^2 scores)
 #      (experiments/bench/ncu_stalls.py tabulates them).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
@@ -120,11 +121,11 @@ if [ "${FULL:-0}" = 1 ]; then
 fi
 if [ "${NCU:-0}" = 1 ]; then
   mkdir -p "$out/ncu"
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed'
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed|sass__inst_executed_per_opcode'
   profile() {  # profile NAME KERNEL-REGEX COMMAND...: one launch's metrics into $out/ncu/NAME.csv
     local name=$1 kernel=$2; shift 2
     timeout $(limit 120) ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-count 1 --csv --page raw \
-      --metrics "$metrics" "$@" > "$out/ncu/raw.txt" 2>&1 || status=1
+      --print-metric-instances details --metrics "$metrics" "$@" > "$out/ncu/raw.txt" 2>&1 || status=1
     grep '^"' "$out/ncu/raw.txt" > "$out/ncu/$name.csv"
   }
   for d in 128 64; do
@@ -144,6 +145,7 @@ if [ "${NCU:-0}" = 1 ]; then
   done
   rm -f "$out/ncu/raw.txt"
   python3 experiments/bench/ncu_stalls.py --markdown "$out"/ncu/*.csv || status=1
+  python3 experiments/bench/ncu_stalls.py --markdown --opcodes $((4 * 32 * 8192 * 8192)) "$out"/ncu/*.csv || status=1
 fi
 echo "schedule_bench: done in ${SECONDS} s, exit $status"
 exit $status
