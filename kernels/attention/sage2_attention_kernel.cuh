@@ -80,11 +80,12 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
 // query rows: the kernel runs at the GPU's power limit); at d = 64, one warpgroup per block and four
 // blocks per SM (two or four units a block sharing a 4-stage ring, though the L2 then sends a K/V
-// block 2 or 4 times less often, ran 0.89x and 0.81x: the units wait for one another's releases).
-// Taking turns at issuing Q K^T (FA3's ping-pong without the overlap) gained nothing. Overlapped: a ring of 4 stages; at d = 128 two units a block (a unit holds S, R
-// and o at once: up to 255 registers) that take turns at issuing (ping-pong); at d = 64 three units
-// without turns (FlashAttention-3 FP8's shape there: 3 consumer warpgroups, no scheduler barrier;
-// 168 registers), which ran 1.19-1.38x the two-unit ping-pong there. The overlapped schedule is
+// block 2 or 4 times less often, ran 0.90x and 0.81x: the units wait for one another's releases);
+// taking turns at issuing Q K^T (FA3's ping-pong without the overlap) gained nothing. Overlapped: a
+// ring of 4 stages; at d = 128 two units a block (a unit holds S, R and o at once: up to 255
+// registers) that take turns at issuing (ping-pong); at d = 64 three units without turns
+// (FlashAttention-3 FP8's shape there: 3 consumer warpgroups, no scheduler barrier; 168 registers),
+// which ran 1.19-1.38x the two-unit ping-pong there. The overlapped schedule is
 // slower than the serial one at every measured shape (0.79-0.94x on an H100): fewer warps share
 // the SM, and the issue slots, not the tensor cores, bound the kernel. Every choice here was timed
 // side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
