@@ -10,6 +10,12 @@ installed, FlashAttention-3's forward in FP8 (fa3_fp8: E4M3 inputs with descales
 and BF16 (fa3_bf16), in its own [batch, tokens, heads, dim] layout. TOPS = 4 B H N^2 d / time, halved for
 causal; median of --repeats timed runs (CUDA events around each) after --warmup runs. Writes
 <out>/<gpu>.csv (gpu,kernel,d,causal,n,tops), <out>/<gpu>.provenance.json and prints a table.
+
+By default the binary times every shape first, then the others follow shape by shape. At its power
+cap a GPU's clock, and so a timing, depends on what ran just before (the same kernel 8-14% apart
+in two positions of one process: results/bench_attention/fa3/README.md); --interleave runs the
+binary once per shape, right before the others time that shape, so that the kernels compared
+share their history.
 """
 import argparse
 import json
@@ -98,24 +104,35 @@ def main() -> int:
     parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
     parser.add_argument("--schedule", default="serial",
                         help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
+    parser.add_argument("--interleave", action="store_true",
+                        help="run the binary once per shape, right before the other kernels time that shape")
     args = parser.parse_args()
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lowbit_json = out / "lowbit.json"
-    subprocess.run([args.binary, "--batch", str(args.batch), "--heads", str(args.heads), "--tokens", args.tokens,
-                    "--dims", args.dims, "--causal", "no,yes", "--warmup", str(args.warmup), "--repeats",
-                    str(args.repeats), "--exp2", args.exp2, "--schedule", args.schedule, "--json", str(lowbit_json)],
-                   check=True)
-    lowbit = json.loads(lowbit_json.read_text())
+
+    def run_binary(dims, causal, tokens):
+        """The binary's measurements of these shapes (its --dims, --causal, --tokens lists)."""
+        subprocess.run([args.binary, "--batch", str(args.batch), "--heads", str(args.heads), "--tokens", tokens,
+                        "--dims", dims, "--causal", causal, "--warmup", str(args.warmup), "--repeats",
+                        str(args.repeats), "--exp2", args.exp2, "--schedule", args.schedule, "--json", str(lowbit_json)],
+                       check=True)
+        return json.loads(lowbit_json.read_text())
+
+    lowbit = None if args.interleave else run_binary(args.dims, "no,yes", args.tokens)
+    measurements = [] if args.interleave else lowbit["measurements"]
     gpu = torch.cuda.get_device_name()
-    rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in lowbit["measurements"]]
     others = [("sdpa_flash", lambda *a: time_sdpa(SDPBackend.FLASH_ATTENTION, *a)),
               ("sdpa_cudnn", lambda *a: time_sdpa(SDPBackend.CUDNN_ATTENTION, *a))]
     if have_fa3():
         others += [("fa3_fp8", lambda *a: time_fa3(True, *a)), ("fa3_bf16", lambda *a: time_fa3(False, *a))]
+    rows = []
     for d in map(int, args.dims.split(",")):
         for causal in (False, True):
             for n in map(int, args.tokens.split(",")):
+                if args.interleave:
+                    lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
+                    measurements += lowbit["measurements"]
                 ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
                 for name, timed in others:
                     try:
@@ -124,11 +141,16 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
                     torch.cuda.empty_cache()
+    if args.interleave:  # every shape's measurements in one record, as without --interleave
+        lowbit_json.write_text(json.dumps({**lowbit, "measurements": measurements}, indent=2) + "\n")
+    rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in measurements] + rows
     slug, csv = write_tops_csv(out, gpu, rows)
     provenance = {"lowbit": lowbit["provenance"], "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                   "fa3": fa3_version(),
                   "method": lowbit["method"] + "; SDPA (and FlashAttention-3) timed the same way with torch.cuda.Event "
-                                               "in the same run",
+                                               "in the same run"
+                            + ("; interleaved: the binary run once per shape, right before the others time it"
+                               if args.interleave else ""),
                   "command": " ".join(sys.argv)}
     (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     table = {}
