@@ -14,8 +14,8 @@ causal; median of --repeats timed runs (CUDA events around each) after --warmup 
 By default the binary times every shape first, then the others follow shape by shape. At its power
 cap a GPU's clock, and so a timing, depends on what ran just before (the same kernel 8-14% apart
 in two positions of one process: results/bench_attention/fa3/README.md); --interleave runs the
-binary once per shape, right before the others time that shape, so that the kernels compared
-share their history.
+binary once per shape, right before the others time that shape (--others-first: right after), so
+that the kernels compared share their history.
 """
 import argparse
 import json
@@ -106,7 +106,11 @@ def main() -> int:
                         help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
     parser.add_argument("--interleave", action="store_true",
                         help="run the binary once per shape, right before the other kernels time that shape")
+    parser.add_argument("--others-first", action="store_true",
+                        help="with --interleave: the binary right after the other kernels time each shape")
     args = parser.parse_args()
+    if args.others_first and not args.interleave:
+        parser.error("--others-first orders the kernels of each shape: it needs --interleave")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lowbit_json = out / "lowbit.json"
@@ -130,10 +134,10 @@ def main() -> int:
     for d in map(int, args.dims.split(",")):
         for causal in (False, True):
             for n in map(int, args.tokens.split(",")):
-                if args.interleave:
+                ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
+                if args.interleave and not args.others_first:
                     lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
                     measurements += lowbit["measurements"]
-                ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
                 for name, timed in others:
                     try:
                         ms = timed(args.batch, args.heads, n, d, causal, args.warmup, args.repeats)
@@ -141,6 +145,9 @@ def main() -> int:
                     except RuntimeError as e:
                         print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
                     torch.cuda.empty_cache()
+                if args.others_first:
+                    lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
+                    measurements += lowbit["measurements"]
     if args.interleave:  # every shape's measurements in one record, as without --interleave
         lowbit_json.write_text(json.dumps({**lowbit, "measurements": measurements}, indent=2) + "\n")
     rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in measurements] + rows
@@ -149,8 +156,8 @@ def main() -> int:
                   "fa3": fa3_version(),
                   "method": lowbit["method"] + "; SDPA (and FlashAttention-3) timed the same way with torch.cuda.Event "
                                                "in the same run"
-                            + ("; interleaved: the binary run once per shape, right before the others time it"
-                               if args.interleave else ""),
+                            + (f"; interleaved: the binary run once per shape, right {'after' if args.others_first else 'before'} "
+                               "the others time it" if args.interleave else ""),
                   "command": " ".join(sys.argv)}
     (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     table = {}

@@ -21,7 +21,8 @@
 #      with ALT, each ALT build's (ALT_SCHEDULE);
 #   2. CALLS calls of experiments/bench/bench_attention.py (--tokens 8192,16384, --exp2 sm90-ex2,
 #      --schedule $SCHEDULES): both schedules, SDPA and FA3 FP8/BF16 timed in each (issue 40's protocol:
-#      the median of the calls; with INTERLEAVE=1, bench_attention.py --interleave), into $OUT/bench-K/;
+#      the median of the calls; with INTERLEAVE=1, bench_attention.py --interleave, and with
+#      OTHERS_FIRST=1 also --others-first), into $OUT/bench-K/;
 #      with ALT, each call followed by one of each ALT build's bench_attention at ALT_DIMS, into
 #      $OUT/alt-J-bench-K/;
 #   3. with FULL=1, the bit-exact protocol of the schedules FULL_SCHEDULES (default overlapped; empty:
@@ -87,7 +88,7 @@ for j in "${!alts[@]}"; do
 done
 bench() {  # bench BINARY DIMS NAME SCHEDULES
   timeout $(limit 300) python3 experiments/bench/bench_attention.py --binary "$1" --tokens 8192,16384 --dims "$2" \
-    --exp2 sm90-ex2 --schedule "$4" ${INTERLEAVE:+--interleave} --out "$out/$3" > "$out/$3.log" 2>&1 || status=1
+    --exp2 sm90-ex2 --schedule "$4" ${INTERLEAVE:+--interleave} ${OTHERS_FIRST:+--others-first} --out "$out/$3" > "$out/$3.log" 2>&1 || status=1
   echo "$3:"; tail -n 9 "$out/$3.log"
 }
 for ((k = 1; k <= ${CALLS:-3}; k++)); do
