@@ -61,8 +61,8 @@ def kernel_name(path):
 def number(metrics, name, path):
     if name not in metrics:
         raise SystemExit(f"{path}: no metric {name} (see this program's --help for the ncu command)")
-    try:
-        return float(metrics[name].replace(",", ""))
+    try:  # with --print-metric-instances details a value is followed by its instances: "168 (0: 168)"
+        return float(metrics[name].split(" (")[0].replace(",", ""))
     except ValueError:
         raise SystemExit(f"{path}: {name} = {metrics[name]!r} is not a number")
 

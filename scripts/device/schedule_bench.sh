@@ -123,7 +123,7 @@ if [ "${FULL:-0}" = 1 ]; then
 fi
 if [ "${NCU:-0}" = 1 ]; then
   mkdir -p "$out/ncu"
-  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed|sass__inst_executed_per_opcode'
+  metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed,sass__inst_executed_per_opcode'
   profile() {  # profile NAME KERNEL-REGEX COMMAND...: one launch's metrics into $out/ncu/NAME.csv
     local name=$1 kernel=$2; shift 2
     timeout $(limit 120) ncu --kernel-name-base demangled --kernel-name "regex:$kernel" --launch-count 1 --csv --page raw \
