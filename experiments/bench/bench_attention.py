@@ -125,6 +125,12 @@ def main() -> int:
 
     lowbit = None if args.interleave else run_binary(args.dims, "no,yes", args.tokens)
     measurements = [] if args.interleave else lowbit["measurements"]
+
+    def run_binary_on_shape(d, causal, n):  # --interleave: one shape's run of the binary
+        nonlocal lowbit
+        lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
+        measurements.extend(lowbit["measurements"])
+
     gpu = torch.cuda.get_device_name()
     others = [("sdpa_flash", lambda *a: time_sdpa(SDPBackend.FLASH_ATTENTION, *a)),
               ("sdpa_cudnn", lambda *a: time_sdpa(SDPBackend.CUDNN_ATTENTION, *a))]
@@ -136,8 +142,7 @@ def main() -> int:
             for n in map(int, args.tokens.split(",")):
                 ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
                 if args.interleave and not args.others_first:
-                    lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
-                    measurements += lowbit["measurements"]
+                    run_binary_on_shape(d, causal, n)
                 for name, timed in others:
                     try:
                         ms = timed(args.batch, args.heads, n, d, causal, args.warmup, args.repeats)
@@ -146,8 +151,7 @@ def main() -> int:
                         print(f"{name} d={d} causal={causal} n={n}: not run ({str(e).splitlines()[0]})")
                     torch.cuda.empty_cache()
                 if args.others_first:
-                    lowbit = run_binary(str(d), "yes" if causal else "no", str(n))
-                    measurements += lowbit["measurements"]
+                    run_binary_on_shape(d, causal, n)
     if args.interleave:  # every shape's measurements in one record, as without --interleave
         lowbit_json.write_text(json.dumps({**lowbit, "measurements": measurements}, indent=2) + "\n")
     rows = [(m["kernel"], m["d"], m["causal"], m["n"], m["tops"]) for m in measurements] + rows

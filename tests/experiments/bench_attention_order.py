@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""The order in which experiments/bench/bench_attention.py times the kernels, without a GPU.
+
+Runs it against a stand-in binary and a stand-in torch (SDPA only: no FA3 wheel) (a temporary folder first on PYTHONPATH),
+both of which log what they time, and checks the order: without --interleave the binary times every
+shape first; with it, the binary runs once per shape right before the other kernels time that shape,
+or right after with --others-first; --others-first alone is refused. Checks too that lowbit.json
+then holds every shape's measurements and that the provenance says which order ran.
+"""
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+TORCH = '''
+import os
+__version__ = "stand-in"
+float16 = bfloat16 = float8_e4m3fn = float32 = None
+def log(what):
+    with open(os.environ["ORDER_LOG"], "a") as f:
+        f.write(what + "\\n")
+class _Event:
+    def __init__(self, **kwargs): pass
+    def record(self): pass
+    def synchronize(self): pass
+    def elapsed_time(self, other): return 1.0
+class cuda:
+    Event = _Event
+    get_device_name = staticmethod(lambda: "Stand-in GPU")
+    empty_cache = staticmethod(lambda: None)
+class backends:
+    class cudnn:
+        version = staticmethod(lambda: 0)
+class _Tensor:
+    def __init__(self, d, n): self.d, self.n = d, n
+def randn(b, h, n, d, **kwargs):
+    return _Tensor(d, n)
+'''
+NN = '''
+from torch import log
+class functional:
+    @staticmethod
+    def scaled_dot_product_attention(q, k, v, is_causal):
+        log(f"others {q.d} {'yes' if is_causal else 'no'} {q.n}")
+'''
+ATTENTION = '''
+import contextlib
+class SDPBackend:
+    FLASH_ATTENTION, CUDNN_ATTENTION = 1, 2
+@contextlib.contextmanager
+def sdpa_kernel(backend):
+    yield
+'''
+BINARY = '''#!/usr/bin/env python3
+import json, os, sys
+arg = lambda k: sys.argv[sys.argv.index(k) + 1]
+shapes = [(int(d), c == "yes", int(n)) for d in arg("--dims").split(",") for c in arg("--causal").split(",")
+          for n in arg("--tokens").split(",")]
+with open(os.environ["ORDER_LOG"], "a") as f:
+    f.writelines(f"binary {d} {'yes' if c else 'no'} {n}\\n" for d, c, n in shapes)
+json.dump({"provenance": {}, "method": "stand-in", "measurements": [
+    {"kernel": "lowbit_ex2", "d": d, "causal": c, "n": n, "tops": 1.0} for d, c, n in shapes]}, open(arg("--json"), "w"))
+'''
+
+
+def run(folder, *flags):
+    """(exit status, the log's lines, lowbit.json, the provenance's method) of one run."""
+    log = folder / "order.log"
+    log.unlink(missing_ok=True)
+    out = folder / "out"
+    run = subprocess.run([sys.executable, str(REPO / "experiments/bench/bench_attention.py"), "--binary",
+                          str(folder / "binary"), "--dims", "64,128", "--tokens", "1024", "--out", str(out), *flags],
+                         env={"PYTHONPATH": str(folder), "ORDER_LOG": str(log), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True)
+    if run.returncode != 0:
+        return run.returncode, [], None, None
+    # SDPA runs a shape many times (warm-up, repeats, two backends): one line for each run of lines.
+    lines = []
+    for line in log.read_text().splitlines():
+        if not lines or lines[-1] != line:
+            lines.append(line)
+    provenance = json.loads(next(out.glob("*.provenance.json")).read_text())
+    return 0, lines, json.loads((out / "lowbit.json").read_text()), provenance["method"]
+
+
+def main():
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = pathlib.Path(tmp)
+        (folder / "torch/nn/attention").mkdir(parents=True)
+        (folder / "torch/__init__.py").write_text(TORCH)
+        (folder / "torch/nn/__init__.py").write_text(NN)
+        (folder / "torch/nn/attention/__init__.py").write_text(ATTENTION)
+        (folder / "binary").write_text(BINARY)
+        (folder / "binary").chmod(0o755)
+        # Shapes in the program's order: d, then causal (no, yes), then N.
+        shapes = ["64 no 1024", "64 yes 1024", "128 no 1024", "128 yes 1024"]
+        expected = {
+            (): [f"binary {s}" for s in shapes] + [f"others {s}" for s in shapes],
+            ("--interleave",): [line for s in shapes for line in (f"binary {s}", f"others {s}")],
+            ("--interleave", "--others-first"): [line for s in shapes for line in (f"others {s}", f"binary {s}")],
+        }
+        for flags, order in expected.items():
+            status, lines, lowbit, method = run(folder, *flags)
+            name = " ".join(flags) or "(default)"
+            if status != 0:
+                failures.append(f"{name}: exit {status}")
+                continue
+            if lines != order:
+                failures.append(f"{name}: timed in the order {lines}, expected {order}")
+            if len(lowbit["measurements"]) != 4:
+                failures.append(f"{name}: lowbit.json holds {len(lowbit['measurements'])} measurements, expected 4")
+            said = "right after" if "--others-first" in flags else "right before" if flags else None
+            if (said is None and "interleaved" in method) or (said is not None and said not in method):
+                failures.append(f"{name}: the provenance's method says {method!r}")
+            print(f"{name}: {len(lines)} steps in order" if lines == order else f"{name}: wrong order")
+        status, *_ = run(folder, "--others-first")
+        if status != 2:
+            failures.append(f"--others-first alone: exit {status}, expected 2 (a usage error)")
+    for failure in failures:
+        print("FAILED:", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
