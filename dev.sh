@@ -71,8 +71,12 @@ python_package() {
   CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$venv/bin/pip" install -q --no-build-isolation \
     --config-settings=build-dir="$BUILD_DIR/python-build" . || return 1
   # From outside the source tree, so that the installed package is imported, not python/lowbit.
-  (cd "$BUILD_DIR" && LOWBIT_CLI="$PWD/experiments/lowbit" "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider \
-    "$OLDPWD/tests/python")
+  # lowbit.gpu's tests load the kernels' C library where the build has the kernels (tests/python/test_gpu.py).
+  local sage2_library
+  sage2_library="$(cd "$BUILD_DIR" && pwd)/kernels/liblowbit_sage2.so"
+  [ -f "$sage2_library" ] || sage2_library=""
+  (cd "$BUILD_DIR" && LOWBIT_CLI="$PWD/experiments/lowbit" LOWBIT_SAGE2_LIBRARY="$sage2_library" \
+    "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider "$OLDPWD/tests/python")
 }
 
 # build [TARGET...]: configure, then build the targets (default: everything, tests included).

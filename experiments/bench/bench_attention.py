@@ -15,9 +15,14 @@ By default the binary times every shape first, then the others follow shape by s
 cap a GPU's clock, and so a timing, depends on what ran just before (the same kernel 8-14% apart
 in two positions of one process: results/bench_attention/fa3/README.md); --interleave runs the
 binary once per shape, right before the others time that shape (--others-first: right after), so
-that the kernels compared share their history.
+that the kernels compared share their history. --library LIB takes lowbit's kernels from
+liblowbit_sage2.so in this process instead of the binary (python/lowbit/gpu.py) and times them
+launch by launch in turn with FlashAttention-3 and SDPA's flash backend on the same values (random
+normal, [batch, tokens, heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so
+that every kernel runs under the same clocks; every launch's time goes to <out>/launches.json.
 """
 import argparse
+import importlib.util
 import json
 import pathlib
 import re
@@ -74,6 +79,78 @@ def time_fa3(fp8, b, h, n, d, causal, warmup, repeats):
                                                v_descale=descale), warmup, repeats)
 
 
+def time_in_turn(runs, warmup, repeats):
+    """Each of runs (name -> function) launched in turn, `warmup` rounds, then `repeats` rounds with CUDA
+    events around every launch; returns name -> the list of milliseconds."""
+    for _ in range(warmup):
+        for run in runs.values():
+            run()
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            stop.record()
+            stop.synchronize()
+            times[name].append(start.elapsed_time(stop))
+    return times
+
+
+def load_gpu_module():
+    """python/lowbit/gpu.py from this checkout (ctypes only: it needs no lowbit build for this Python)."""
+    path = pathlib.Path(__file__).resolve().parents[2] / "python" / "lowbit" / "gpu.py"
+    spec = importlib.util.spec_from_file_location("lowbit_gpu", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cosine(x, y):
+    x, y = x.double().flatten(), y.double().flatten()
+    return float(x @ y / (x.norm() * y.norm()))
+
+
+def time_shape_in_turn(gpu, library, args, d, causal, n):
+    """lowbit's kernels (each exp2 unit and schedule: the kernel on operands quantized once, and end to
+    end), FA3 FP8 and BF16 where installed, and SDPA flash, launched in turn on one shape's values.
+    Returns (name -> the list of milliseconds, name -> cosine similarity of its output to SDPA's)."""
+    b, h = args.batch, args.heads
+    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    outputs, runs = {}, {}
+    for exp2 in args.exp2.split(","):
+        for schedule in args.schedule.split(","):
+            name = ("lowbit_ex2" if exp2 == "sm90-ex2" else "lowbit") + ("" if schedule == "serial" else "_" + schedule)
+            attn = gpu.Sage2Attention(b, h, n, d, causal=causal, layout="bnhd", exp2="polynomial" if exp2 == "poly5" else exp2,
+                                      schedule=schedule, library=library)
+            out, lse = attn(q, k, v)
+            outputs[name] = out
+            runs[name] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
+            runs[name + "_e2e"] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
+    if have_fa3():
+        import fa3_fwd_interface as fa3
+
+        q8, k8, v8 = (t.to(torch.float8_e4m3fn) for t in (q, k, v))
+        qb, kb, vb = (t.to(torch.bfloat16) for t in (q, k, v))
+        descale = torch.ones(b, h, device="cuda", dtype=torch.float32)
+        fp8 = lambda: fa3.flash_attn_func(q8, k8, v8, causal=causal, q_descale=descale, k_descale=descale, v_descale=descale)
+        bf16 = lambda: fa3.flash_attn_func(qb, kb, vb, causal=causal)
+        runs["fa3_fp8"], runs["fa3_bf16"] = fp8, bf16
+        outputs["fa3_fp8"], outputs["fa3_bf16"] = (first(run()) for run in (fp8, bf16))
+    qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        reference = sdpa().transpose(1, 2)
+        runs["sdpa_flash"] = sdpa
+        times = time_in_turn(runs, args.warmup, args.repeats)
+    return times, {name: cosine(out, reference) for name, out in outputs.items()}
+
+
+def first(result):
+    """FA3's output tensor (some versions return (out, lse))."""
+    return result[0] if isinstance(result, (tuple, list)) else result
+
+
 def fa3_version():
     import importlib.metadata
 
@@ -93,7 +170,8 @@ def have_fa3():
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--binary", required=True, help="the bench_attention executable")
+    parser.add_argument("--binary", help="the bench_attention executable")
+    parser.add_argument("--library", help="liblowbit_sage2.so: lowbit's kernels timed in this process, in turn with the others")
     parser.add_argument("--out", default="build/results/bench_attention")
     parser.add_argument("--tokens", default="1024,2048,4096,8192,16384,32768")
     parser.add_argument("--dims", default="64,128")
@@ -111,8 +189,58 @@ def main() -> int:
     args = parser.parse_args()
     if args.others_first and not args.interleave:
         parser.error("--others-first orders the kernels of each shape: it needs --interleave")
+    if (args.binary is None) == (args.library is None):
+        parser.error("give one of --binary (the bench_attention program) and --library (liblowbit_sage2.so)")
+    if args.library and args.interleave:
+        parser.error("--library already times every kernel in turn, launch by launch: --interleave is for --binary")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.library:
+        rows = run_in_turn(args, out)
+    else:
+        rows = run_with_binary(args, out)
+    print_table(rows)
+    return 0
+
+
+def run_in_turn(args, out):
+    """--library: every shape's kernels launched in turn in this process; the CSV, launches.json and
+    the provenance written; returns the rows."""
+    gpu = load_gpu_module()
+    library = gpu.load(args.library)
+    gpu_name = torch.cuda.get_device_name()
+    rows, launches = [], []
+    for d in map(int, args.dims.split(",")):
+        for causal in (False, True):
+            for n in map(int, args.tokens.split(",")):
+                ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
+                times, cosines = time_shape_in_turn(gpu, library, args, d, causal, n)
+                for name, ms in times.items():
+                    rows.append((name, d, causal, n, ops / (statistics.median(ms) * 1e-3) / 1e12))
+                launches.append({"d": d, "causal": causal, "n": n, "ms": times, "cosine_to_sdpa_flash": cosines})
+                print(f"d={d} causal={int(causal)} n={n}: " + ", ".join(f"{k} {statistics.median(v):.3f} ms"
+                                                                       for k, v in times.items()), flush=True)
+                wrong = {k: c for k, c in cosines.items() if k.startswith("lowbit") and not c > 0.99}
+                if wrong:
+                    raise SystemExit(f"bench_attention.py: d={d} causal={causal} n={n}: lowbit's output is not attention "
+                                     f"(cosine similarity to SDPA {wrong}): the library's inputs or outputs are wired wrong")
+                torch.cuda.empty_cache()
+    slug, _ = write_tops_csv(out, gpu_name, rows)
+    (out / "launches.json").write_text(json.dumps(launches) + "\n")
+    provenance = {"lowbit": library.provenance, "library": args.library, "torch": torch.__version__,
+                  "cudnn": torch.backends.cudnn.version(), "fa3": fa3_version(),
+                  "method": f"in one process, every kernel of a shape launched in turn ({args.warmup} rounds of warmup, "
+                            f"{args.repeats} timed), CUDA events around each launch, the median; the same random normal "
+                            "values for all ([batch, tokens, heads, dim]; fp16, FA3's as E4M3 with unit descales and as "
+                            "BF16); lowbit's kernels from liblowbit_sage2.so; every launch's time in launches.json",
+                  "command": " ".join(sys.argv)}
+    (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return rows
+
+
+def run_with_binary(args, out):
+    """The bench_attention binary's measurements, then SDPA's and FA3's; the CSV and provenance written;
+    returns the rows."""
     lowbit_json = out / "lowbit.json"
 
     def run_binary(dims, causal, tokens):
@@ -164,6 +292,11 @@ def main() -> int:
                                "the others time it" if args.interleave else ""),
                   "command": " ".join(sys.argv)}
     (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
+    return rows
+
+
+def print_table(rows):
+    """The TOPS of every kernel per shape, and lowbit's ratios to the others."""
     table = {}
     for kernel, d, causal, n, tops in rows:
         table.setdefault((d, causal, n), {})[kernel] = tops
@@ -181,7 +314,6 @@ def main() -> int:
               + f" {ratio('lowbit_ex2_e2e', 'sdpa_flash'):>11.2f} {ratio('lowbit_ex2', 'fa3_fp8'):>11.2f}"
               + f" {ratio('lowbit_ex2_e2e', 'fa3_fp8'):>11.2f}"
               + "".join(f" {ratio(k, 'fa3_fp8'):>18.2f}" for k in scheduled))
-    return 0
 
 
 if __name__ == "__main__":

@@ -5,8 +5,11 @@ Runs it against a stand-in binary and a stand-in torch (SDPA only: no FA3 wheel)
 both of which log what they time, and checks the order: without --interleave the binary times every
 shape first; with it, the binary runs once per shape right before the other kernels time that shape,
 or right after with --others-first; --others-first alone is refused. Checks too that lowbit.json
-then holds every shape's measurements and that the provenance says which order ran.
+then holds every shape's measurements and that the provenance says which order ran. With --library
+(lowbit's kernels in the process: no GPU here) it checks the turns of time_in_turn, which times every
+kernel of a shape launch by launch in rotation, and the refused combinations of flags.
 """
+import importlib.util
 import json
 import pathlib
 import subprocess
@@ -65,13 +68,14 @@ json.dump({"provenance": {}, "method": "stand-in", "measurements": [
 '''
 
 
-def run(folder, *flags):
+def run(folder, *flags, binary=True):
     """(exit status, the log's lines, lowbit.json, the provenance's method) of one run."""
     log = folder / "order.log"
     log.unlink(missing_ok=True)
     out = folder / "out"
-    run = subprocess.run([sys.executable, str(REPO / "experiments/bench/bench_attention.py"), "--binary",
-                          str(folder / "binary"), "--dims", "64,128", "--tokens", "1024", "--out", str(out), *flags],
+    run = subprocess.run([sys.executable, str(REPO / "experiments/bench/bench_attention.py"),
+                          *(["--binary", str(folder / "binary")] if binary else []),
+                          "--dims", "64,128", "--tokens", "1024", "--out", str(out), *flags],
                          env={"PYTHONPATH": str(folder), "ORDER_LOG": str(log), "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True)
     if run.returncode != 0:
@@ -83,6 +87,24 @@ def run(folder, *flags):
             lines.append(line)
     provenance = json.loads(next(out.glob("*.provenance.json")).read_text())
     return 0, lines, json.loads((out / "lowbit.json").read_text()), provenance["method"]
+
+
+def in_turn(folder):
+    """time_in_turn's launches: the kernels in rotation, warm-up rounds first, then one time per timed round."""
+    sys.path.insert(0, str(folder))  # the stand-in torch
+    spec = importlib.util.spec_from_file_location("bench_attention", REPO / "experiments/bench/bench_attention.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    launched = []
+    runs = {name: (lambda name=name: launched.append(name)) for name in ("lowbit_ex2", "fa3_fp8", "sdpa_flash")}
+    times = bench.time_in_turn(runs, 2, 3)
+    failures = []
+    if launched != list(runs) * 5:
+        failures.append(f"time_in_turn launched {launched}, expected 5 rounds of {list(runs)}")
+    if times != {name: [1.0] * 3 for name in runs}:
+        failures.append(f"time_in_turn timed {times}, expected 3 launches of each")
+    print("--library: time_in_turn launches in rotation" if not failures else "--library: wrong turns")
+    return failures
 
 
 def main():
@@ -116,9 +138,15 @@ def main():
             if (said is None and "interleaved" in method) or (said is not None and said not in method):
                 failures.append(f"{name}: the provenance's method says {method!r}")
             print(f"{name}: {len(lines)} steps in order" if lines == order else f"{name}: wrong order")
-        status, *_ = run(folder, "--others-first")
-        if status != 2:
-            failures.append(f"--others-first alone: exit {status}, expected 2 (a usage error)")
+        refused = {"--others-first alone": (("--others-first",), True),
+                   "--binary with --library": (("--library", "lib.so"), True),
+                   "--library with --interleave": (("--library", "lib.so", "--interleave"), False),
+                   "neither --binary nor --library": ((), False)}
+        for name, (flags, binary) in refused.items():
+            status, *_ = run(folder, *flags, binary=binary)
+            if status != 2:
+                failures.append(f"{name}: exit {status}, expected 2 (a usage error)")
+        failures += in_turn(folder)
     for failure in failures:
         print("FAILED:", failure)
     return 1 if failures else 0

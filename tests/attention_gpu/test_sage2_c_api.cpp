@@ -1,0 +1,127 @@
+// liblowbit_sage2.so's C interface (kernels/attention/lowbit_sage2.h) without a GPU: what it refuses
+// and the text it returns, the error buffer's truncation, and null pointers answered, not followed.
+// Its bits on the GPU: test_sage2_c_api_gpu.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/attention/lowbit_sage2.h"
+#include "kernels/attention/sage2_attention.hpp"
+#include "kernels/device.hpp"
+
+namespace {
+
+lowbit_sage2_problem valid_problem() {
+  return {2, 4, 2, 300, 128, 1, LOWBIT_SAGE2_FP16, LOWBIT_SAGE2_BHND, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL};
+}
+
+// The call's status and its error text.
+template <class Call>
+std::pair<int, std::string> outcome(Call call) {
+  char error[512];
+  std::strcpy(error, "(untouched)");
+  const int status = call(error, sizeof error);
+  return {status, error};
+}
+
+std::string validation(const lowbit_sage2_problem& p) {
+  return outcome([&](char* e, std::size_t n) { return lowbit_sage2_validate(&p, e, n); }).second;
+}
+
+}  // namespace
+
+TEST_CASE("lowbit_sage2: the interface's version, its provenance and a problem the kernels take") {
+  CHECK(lowbit_sage2_abi_version() == LOWBIT_SAGE2_ABI_VERSION);
+  const nlohmann::json provenance = nlohmann::json::parse(lowbit_sage2_provenance());
+  CHECK(provenance.at("git_sha").get<std::string>().size() >= 7);
+  CHECK(provenance.contains("gpu") == lowbit::kernels::first_gpu().has_value());
+  const lowbit_sage2_problem p = valid_problem();
+  const auto [status, error] = outcome([&](char* e, std::size_t n) { return lowbit_sage2_validate(&p, e, n); });
+  CHECK(status == LOWBIT_SAGE2_OK);
+  CHECK(error == "(untouched)");
+}
+
+TEST_CASE("lowbit_sage2: enumerations outside their values are named with the value") {
+  lowbit_sage2_problem p = valid_problem();
+  p.dtype = 2;
+  CHECK(validation(p) == "lowbit_sage2: dtype must be 0 (fp16) or 1 (bf16), not 2");
+  p = valid_problem();
+  p.layout = -1;
+  CHECK(validation(p) == "lowbit_sage2: layout must be 0 (bhnd) or 1 (bnhd), not -1");
+  p = valid_problem();
+  p.exp2 = 7;
+  CHECK(validation(p) == "lowbit_sage2: exp2 must be 0 (polynomial) or 1 (sm90-ex2), not 7");
+  p = valid_problem();
+  p.schedule = 2;
+  CHECK(validation(p) == "lowbit_sage2: schedule must be 0 (serial) or 1 (overlapped), not 2");
+  p = valid_problem();
+  p.causal = 5;
+  CHECK(validation(p) == "lowbit_sage2: causal must be 0 or 1, not 5");
+}
+
+TEST_CASE("lowbit_sage2: the kernels' own refusals come through with their text") {
+  lowbit_sage2_problem p = valid_problem();
+  p.head_dim = 96;
+  lowbit::kernels::attention::Sage2Problem same;
+  same.batch = 2, same.heads_q = 4, same.heads_kv = 2, same.tokens = 300, same.head_dim = 96, same.causal = true;
+  same.exp2 = lowbit::attention::steps::Exp2Unit::sm90_ex2;
+  REQUIRE(same.validate().has_value());
+  CHECK(validation(p) == "lowbit_sage2: " + *same.validate());
+  p = valid_problem();
+  p.heads_q = 3;
+  CHECK(validation(p) == "lowbit_sage2: heads_q=3 is not a multiple of heads_kv=2 (GQA groups whole Q heads per KV head)");
+  p = valid_problem();
+  p.tokens = 0;
+  CHECK(validation(p) == "lowbit_sage2: batch, heads_q, heads_kv and tokens must be >= 1");
+}
+
+TEST_CASE("lowbit_sage2: the error text is cut to the buffer, NUL-terminated; a null buffer is allowed") {
+  lowbit_sage2_problem p = valid_problem();
+  p.dtype = 9;
+  char error[8];
+  std::memset(error, 'x', sizeof error);
+  CHECK(lowbit_sage2_validate(&p, error, sizeof error) == LOWBIT_SAGE2_INVALID);
+  CHECK(std::string(error) == "lowbit_");
+  CHECK(lowbit_sage2_validate(&p, nullptr, 0) == LOWBIT_SAGE2_INVALID);
+  CHECK(lowbit_sage2_validate(&p, error, 0) == LOWBIT_SAGE2_INVALID);
+}
+
+TEST_CASE("lowbit_sage2: null pointers are answered, not followed") {
+  CHECK(outcome([](char* e, std::size_t n) { return lowbit_sage2_validate(nullptr, e, n); }) ==
+        std::pair<int, std::string>{LOWBIT_SAGE2_INVALID, "lowbit_sage2: the problem is a null pointer"});
+  const lowbit_sage2_problem p = valid_problem();
+  CHECK(outcome([&](char* e, std::size_t n) { return lowbit_sage2_workspace_create(&p, nullptr, e, n); }) ==
+        std::pair<int, std::string>{LOWBIT_SAGE2_INVALID, "lowbit_sage2: the workspace's address is a null pointer"});
+  const std::pair<int, std::string> no_workspace{LOWBIT_SAGE2_INVALID, "lowbit_sage2: the workspace is a null pointer"};
+  int q = 0;
+  float lse = 0;
+  CHECK(outcome([&](char* e, std::size_t n) { return lowbit_sage2_quantize(nullptr, &q, &q, &q, 0, e, n); }) == no_workspace);
+  CHECK(outcome([&](char* e, std::size_t n) { return lowbit_sage2_attention_quantized(nullptr, &q, &lse, 0, e, n); }) ==
+        no_workspace);
+  CHECK(outcome([&](char* e, std::size_t n) { return lowbit_sage2_attention(nullptr, &q, &q, &q, &q, &lse, 0, e, n); }) ==
+        no_workspace);
+  lowbit_sage2_workspace_destroy(nullptr);
+}
+
+TEST_CASE("lowbit_sage2: a workspace without a GPU is refused with CUDA's reason; with one, its pointers are checked") {
+  const lowbit_sage2_problem p = valid_problem();
+  lowbit_sage2_workspace* workspace = reinterpret_cast<lowbit_sage2_workspace*>(&workspace);  // must be reset
+  const auto [status, error] =
+      outcome([&](char* e, std::size_t n) { return lowbit_sage2_workspace_create(&p, &workspace, e, n); });
+  if (!lowbit::kernels::first_gpu()) {
+    CHECK(status == LOWBIT_SAGE2_FAILED);
+    CHECK(workspace == nullptr);
+    CHECK(error.find("cudaMalloc") != std::string::npos);
+    return;
+  }
+  REQUIRE(status == LOWBIT_SAGE2_OK);
+  REQUIRE(workspace != nullptr);
+  const auto [null_status, null_error] = outcome(
+      [&](char* e, std::size_t n) { return lowbit_sage2_attention(workspace, nullptr, nullptr, nullptr, nullptr, nullptr, 0, e, n); });
+  CHECK(null_status == LOWBIT_SAGE2_INVALID);
+  CHECK(null_error == "sage2 attention: q is a null pointer");
+  lowbit_sage2_workspace_destroy(workspace);
+}
