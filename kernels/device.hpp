@@ -1,6 +1,7 @@
 // The GPU this process can use, if any. Host code only; no CUDA headers needed by callers.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -19,5 +20,13 @@ std::optional<GpuInfo> first_gpu();
 
 // Throws std::runtime_error naming the call and CUDA's error string when status is not success.
 void check_cuda(int status, const char* what);
+
+// The clock of an SM in MHz, measured there now: one thread counts clock64 cycles from one step of
+// %globaltimer to the first step at least window_us later (the timer steps about every 32 ns to 1 us,
+// so both ends are edges and the error is the loop's few cycles). Launched on `stream` (a
+// cudaStream_t; 0: the default stream) after the work queued there, and waited for: what a
+// benchmark reads after each timed launch, to know the clock the launch ended at. Throws
+// std::runtime_error naming the CUDA call that failed.
+double sm_clock_mhz(std::uintptr_t stream = 0, int window_us = 50);
 
 }  // namespace lowbit::kernels

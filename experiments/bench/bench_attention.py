@@ -19,7 +19,10 @@ that the kernels compared share their history. --library LIB takes lowbit's kern
 liblowbit_sage2.so in this process instead of the binary (python/lowbit/gpu.py) and times them
 launch by launch in turn with FlashAttention-3 and SDPA's flash backend on the same values (random
 normal, [batch, tokens, heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so
-that every kernel runs under the same clocks; every launch's time goes to <out>/launches.json.
+that every kernel runs under the same conditions; --burst B makes each turn B launches of a kernel,
+the first B // 2 not counted (the clock moving from the kernel before to the kernel's own). After
+every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz); every launch's
+time and clock go to <out>/launches.json.
 """
 import argparse
 import importlib.util
@@ -79,22 +82,41 @@ def time_fa3(fp8, b, h, n, d, causal, warmup, repeats):
                                                v_descale=descale), warmup, repeats)
 
 
-def time_in_turn(runs, warmup, repeats):
-    """Each of runs (name -> function) launched in turn, `warmup` rounds, then `repeats` rounds with CUDA
-    events around every launch; returns name -> the list of milliseconds."""
+# About 100 us of one thread spinning on the GPU (torch.cuda._sleep): longer than the host takes to call a
+# kernel through Python, so that its launch overhead is not in the events' interval.
+BUSY_CYCLES = 200_000
+
+
+def time_in_turn(runs, warmup, repeats, burst=1, clock=None):
+    """Each of runs (name -> function) in turn: `warmup` rounds untimed, then `repeats` rounds in which
+    each runs `burst` launches back to back, CUDA events around every launch and, with `clock` (a
+    function returning MHz), the SM clock read after it. The first burst // 2 launches of a turn are the
+    clock's move from the kernel before: recorded, not counted. Before each launch the GPU spins on one
+    thread while the host enqueues, so the events time the kernels, not Python's launch overhead. Returns name -> {"ms": [...], "mhz":
+    [...], "counted": [...]}, one entry per timed launch in order."""
     for _ in range(warmup):
         for run in runs.values():
-            run()
-    times = {name: [] for name in runs}
+            for _ in range(burst):
+                run()
+    record = {name: {"ms": [], "mhz": [], "counted": []} for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            run()
-            stop.record()
-            stop.synchronize()
-            times[name].append(start.elapsed_time(stop))
-    return times
+            for launch in range(burst):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(BUSY_CYCLES)  # the GPU busy while the host enqueues: events time the kernels alone
+                start.record()
+                run()
+                stop.record()
+                stop.synchronize()
+                record[name]["ms"].append(start.elapsed_time(stop))
+                record[name]["mhz"].append(clock() if clock else None)
+                record[name]["counted"].append(launch >= burst // 2)
+    return record
+
+
+def counted_median(record, key):
+    """The median of a time_in_turn record's counted values of `key` ("ms" or "mhz")."""
+    return statistics.median(v for v, counted in zip(record[key], record["counted"]) if counted)
 
 
 def load_gpu_module():
@@ -114,7 +136,8 @@ def cosine(x, y):
 def time_shape_in_turn(gpu, library, args, d, causal, n):
     """lowbit's kernels (each exp2 unit and schedule: the kernel on operands quantized once, and end to
     end), FA3 FP8 and BF16 where installed, and SDPA flash, launched in turn on one shape's values.
-    Returns (name -> the list of milliseconds, name -> cosine similarity of its output to SDPA's)."""
+    Returns (name -> its time_in_turn record, with the SM clock after every launch; name -> the cosine
+    similarity of its output to SDPA's)."""
     b, h = args.batch, args.heads
     q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
     outputs, runs = {}, {}
@@ -142,7 +165,7 @@ def time_shape_in_turn(gpu, library, args, d, causal, n):
         sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         reference = sdpa().transpose(1, 2)
         runs["sdpa_flash"] = sdpa
-        times = time_in_turn(runs, args.warmup, args.repeats)
+        times = time_in_turn(runs, args.warmup, args.repeats, args.burst, lambda: gpu.sm_clock_mhz(library=library))
     return times, {name: cosine(out, reference) for name, out in outputs.items()}
 
 
@@ -182,6 +205,8 @@ def main() -> int:
     parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
     parser.add_argument("--schedule", default="serial",
                         help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
+    parser.add_argument("--burst", type=int, default=1,
+                        help="with --library: launches of a kernel per turn, the first half not counted (the clock's move)")
     parser.add_argument("--interleave", action="store_true",
                         help="run the binary once per shape, right before the other kernels time that shape")
     parser.add_argument("--others-first", action="store_true",
@@ -193,6 +218,8 @@ def main() -> int:
         parser.error("give one of --binary (the bench_attention program) and --library (liblowbit_sage2.so)")
     if args.library and args.interleave:
         parser.error("--library already times every kernel in turn, launch by launch: --interleave is for --binary")
+    if args.burst < 1 or args.burst > 1 and not args.library:
+        parser.error("--burst takes a count >= 1, with --library")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.library:
@@ -214,12 +241,13 @@ def run_in_turn(args, out):
         for causal in (False, True):
             for n in map(int, args.tokens.split(",")):
                 ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
-                times, cosines = time_shape_in_turn(gpu, library, args, d, causal, n)
-                for name, ms in times.items():
-                    rows.append((name, d, causal, n, ops / (statistics.median(ms) * 1e-3) / 1e12))
-                launches.append({"d": d, "causal": causal, "n": n, "ms": times, "cosine_to_sdpa_flash": cosines})
-                print(f"d={d} causal={int(causal)} n={n}: " + ", ".join(f"{k} {statistics.median(v):.3f} ms"
-                                                                       for k, v in times.items()), flush=True)
+                records, cosines = time_shape_in_turn(gpu, library, args, d, causal, n)
+                for name, record in records.items():
+                    rows.append((name, d, causal, n, ops / (counted_median(record, "ms") * 1e-3) / 1e12))
+                launches.append({"d": d, "causal": causal, "n": n, "launches": records, "cosine_to_sdpa_flash": cosines})
+                print(f"d={d} causal={int(causal)} n={n}: " + ", ".join(
+                    f"{k} {counted_median(r, 'ms'):.3f} ms at {counted_median(r, 'mhz'):.0f} MHz" for k, r in records.items()),
+                      flush=True)
                 wrong = {k: c for k, c in cosines.items() if k.startswith("lowbit") and not c > 0.99}
                 if wrong:
                     raise SystemExit(f"bench_attention.py: d={d} causal={causal} n={n}: lowbit's output is not attention "
@@ -230,7 +258,9 @@ def run_in_turn(args, out):
     provenance = {"lowbit": library.provenance, "library": args.library, "torch": torch.__version__,
                   "cudnn": torch.backends.cudnn.version(), "fa3": fa3_version(),
                   "method": f"in one process, every kernel of a shape launched in turn ({args.warmup} rounds of warmup, "
-                            f"{args.repeats} timed), CUDA events around each launch, the median; the same random normal "
+                            f"{args.repeats} timed, {args.burst} launch(es) a turn, the first {args.burst // 2} of each turn "
+                            "not counted), CUDA events around each launch and the SM clock measured after it, the median "
+                            "of the counted launches; the same random normal "
                             "values for all ([batch, tokens, heads, dim]; fp16, FA3's as E4M3 with unit descales and as "
                             "BF16); lowbit's kernels from liblowbit_sage2.so; every launch's time in launches.json",
                   "command": " ".join(sys.argv)}

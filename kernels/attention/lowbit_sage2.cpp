@@ -145,3 +145,10 @@ LOWBIT_EXPORT int lowbit_sage2_attention(lowbit_sage2_workspace* workspace, cons
     sage2::sage2_attention(w.problem, q, k, v, w.buffers, out, lse, stream);
   });
 }
+
+LOWBIT_EXPORT int lowbit_sage2_sm_clock_mhz(uintptr_t stream, double* mhz, char* error, size_t error_size) {
+  return report(error, error_size, [&] {
+    if (mhz == nullptr) throw std::invalid_argument("lowbit_sage2: mhz is a null pointer");
+    *mhz = lowbit::kernels::sm_clock_mhz(stream);
+  });
+}

@@ -65,6 +65,9 @@ int lowbit_sage2_attention_quantized(lowbit_sage2_workspace* workspace, void* ou
 /* Both steps. */
 int lowbit_sage2_attention(lowbit_sage2_workspace* workspace, const void* q, const void* k, const void* v, void* out,
                            float* lse, uintptr_t stream, char* error, size_t error_size);
+/* For benchmarks beside the kernels: the SM clock in MHz, measured on the current GPU after the work
+ * queued on `stream` (kernels/device.hpp, sm_clock_mhz); waits for the stream. */
+int lowbit_sage2_sm_clock_mhz(uintptr_t stream, double* mhz, char* error, size_t error_size);
 
 #ifdef __cplusplus
 }

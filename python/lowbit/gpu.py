@@ -11,6 +11,7 @@ bit of the output and the LSE (tests/attention_gpu/test_sage2_c_api_gpu.cpp chec
     out, lse = attn(q, k, v)          # torch CUDA tensors, fp16 or bf16, [B, H, N, d]
     attn.quantize(q, k, v)            # or in two steps: the quantization ...
     out, lse = attn.attention_quantized()   # ... and the attention kernel on its operands
+    lowbit.gpu.sm_clock_mhz()         # the SM clock now, measured on the GPU (for benchmarks)
 
 Tensors are torch CUDA tensors (contiguous, on the current device, the problem's dtype and shape:
 [batch, heads, tokens, head_dim] for layout "bhnd", [batch, tokens, heads, head_dim] for "bnhd"; the
@@ -25,7 +26,7 @@ import ctypes
 import json
 import os
 
-__all__ = ["Library", "load", "Sage2Attention"]
+__all__ = ["Library", "load", "Sage2Attention", "sm_clock_mhz"]
 
 _ABI_VERSION = 1  # LOWBIT_SAGE2_ABI_VERSION of lowbit_sage2.h
 _CHOICES = {  # the problem's enumerations, as lowbit_sage2.h numbers them
@@ -64,6 +65,7 @@ class Library:
             "lowbit_sage2_quantize": (ctypes.c_int, (ptr, ptr, ptr, ptr, stream, *err)),
             "lowbit_sage2_attention_quantized": (ctypes.c_int, (ptr, ptr, ptr, stream, *err)),
             "lowbit_sage2_attention": (ctypes.c_int, (ptr, ptr, ptr, ptr, ptr, ptr, stream, *err)),
+            "lowbit_sage2_sm_clock_mhz": (ctypes.c_int, (stream, ctypes.POINTER(ctypes.c_double), *err)),
         }
         for name, (restype, argtypes) in signatures.items():
             function = getattr(lib, name)
@@ -98,6 +100,14 @@ def load(library=None):
     if path not in _loaded:
         _loaded[path] = Library(path)
     return _loaded[path]
+
+
+def sm_clock_mhz(stream=None, library=None):
+    """The SM clock in MHz, measured on the current GPU after the work queued on `stream` (by default
+    torch's current stream); waits for it. For benchmarks: the clock a timed launch ended at."""
+    mhz = ctypes.c_double()
+    load(library).call("lowbit_sage2_sm_clock_mhz", _stream_handle(stream), ctypes.byref(mhz))
+    return mhz.value
 
 
 def _stream_handle(stream):

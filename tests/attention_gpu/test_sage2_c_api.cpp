@@ -104,6 +104,21 @@ TEST_CASE("lowbit_sage2: null pointers are answered, not followed") {
   CHECK(outcome([&](char* e, std::size_t n) { return lowbit_sage2_attention(nullptr, &q, &q, &q, &q, &lse, 0, e, n); }) ==
         no_workspace);
   lowbit_sage2_workspace_destroy(nullptr);
+  CHECK(outcome([](char* e, std::size_t n) { return lowbit_sage2_sm_clock_mhz(0, nullptr, e, n); }) ==
+        std::pair<int, std::string>{LOWBIT_SAGE2_INVALID, "lowbit_sage2: mhz is a null pointer"});
+}
+
+TEST_CASE("lowbit_sage2: the SM clock: CUDA's reason without a GPU, a clock an SM can run at with one") {
+  double mhz = -1;
+  const auto [status, error] = outcome([&](char* e, std::size_t n) { return lowbit_sage2_sm_clock_mhz(0, &mhz, e, n); });
+  if (!lowbit::kernels::first_gpu()) {
+    CHECK(status == LOWBIT_SAGE2_FAILED);
+    CHECK(error.find("sm_clock_mhz") != std::string::npos);
+    return;
+  }
+  REQUIRE(status == LOWBIT_SAGE2_OK);
+  CHECK(mhz > 100);
+  CHECK(mhz < 3000);
 }
 
 TEST_CASE("lowbit_sage2: a workspace without a GPU is refused with CUDA's reason; with one, its pointers are checked") {

@@ -33,6 +33,7 @@ class cuda:
     Event = _Event
     get_device_name = staticmethod(lambda: "Stand-in GPU")
     empty_cache = staticmethod(lambda: None)
+    _sleep = staticmethod(lambda cycles: None)
 class backends:
     class cudnn:
         version = staticmethod(lambda: 0)
@@ -90,19 +91,29 @@ def run(folder, *flags, binary=True):
 
 
 def in_turn(folder):
-    """time_in_turn's launches: the kernels in rotation, warm-up rounds first, then one time per timed round."""
+    """time_in_turn's launches: the kernels in rotation (each `burst` times a turn), warm-up rounds first, then
+    a time and a clock reading per timed launch, the first burst // 2 of each turn not counted."""
     sys.path.insert(0, str(folder))  # the stand-in torch
     spec = importlib.util.spec_from_file_location("bench_attention", REPO / "experiments/bench/bench_attention.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    launched = []
-    runs = {name: (lambda name=name: launched.append(name)) for name in ("lowbit_ex2", "fa3_fp8", "sdpa_flash")}
-    times = bench.time_in_turn(runs, 2, 3)
     failures = []
-    if launched != list(runs) * 5:
-        failures.append(f"time_in_turn launched {launched}, expected 5 rounds of {list(runs)}")
-    if times != {name: [1.0] * 3 for name in runs}:
-        failures.append(f"time_in_turn timed {times}, expected 3 launches of each")
+    for burst in (1, 2):
+        launched = []
+        runs = {name: (lambda name=name: launched.append(name)) for name in ("lowbit_ex2", "fa3_fp8", "sdpa_flash")}
+        clocks = iter(range(1000, 2000))
+        records = bench.time_in_turn(runs, 2, 3, burst, lambda: float(next(clocks)))
+        turns = [name for name in runs for _ in range(burst)]
+        if launched != turns * 5:
+            failures.append(f"burst {burst}: time_in_turn launched {launched}, expected 5 rounds of {turns}")
+        counted = [launch >= burst // 2 for launch in range(burst)] * 3
+        for name, record in records.items():
+            if record["ms"] != [1.0] * 3 * burst or record["counted"] != counted:
+                failures.append(f"burst {burst}: {name}'s record is {record}, expected {3 * burst} launches counted {counted}")
+        # The clock is read once after each timed launch, in launch order.
+        mhz = sorted(m for record in records.values() for m in record["mhz"])
+        if mhz != [float(m) for m in range(1000, 1000 + 9 * burst)] or records["fa3_fp8"]["mhz"][0] != 1000.0 + burst:
+            failures.append(f"burst {burst}: clocks read {[r['mhz'] for r in records.values()]}")
     print("--library: time_in_turn launches in rotation" if not failures else "--library: wrong turns")
     return failures
 
@@ -141,6 +152,8 @@ def main():
         refused = {"--others-first alone": (("--others-first",), True),
                    "--binary with --library": (("--library", "lib.so"), True),
                    "--library with --interleave": (("--library", "lib.so", "--interleave"), False),
+                   "--burst without --library": (("--burst", "4"), True),
+                   "--burst 0": (("--library", "lib.so", "--burst", "0"), False),
                    "neither --binary nor --library": ((), False)}
         for name, (flags, binary) in refused.items():
             status, *_ = run(folder, *flags, binary=binary)
