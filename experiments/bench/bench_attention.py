@@ -17,9 +17,10 @@ in two positions of one process: results/bench_attention/fa3/README.md); --inter
 binary once per shape, right before the others time that shape (--others-first: right after), so
 that the kernels compared share their history. --library LIB takes lowbit's kernels from
 liblowbit_sage2.so in this process instead of the binary (python/lowbit/gpu.py) and times them
-launch by launch in turn with FlashAttention-3 and SDPA's flash backend on the same values (random
-normal, [batch, tokens, heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so
-that every kernel runs under the same conditions; --burst B makes each turn B launches of a kernel,
+launch by launch in turn with FlashAttention-3 and SDPA's flash backend on the same values (--inputs:
+random normal, or attention-like as the binary's, with a channel bias largest in K; [batch, tokens,
+heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so that every kernel runs
+under the same conditions; --burst B makes each turn B launches of a kernel,
 the first B // 2 not counted (the clock moving from the kernel before to the kernel's own). After
 every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz); every launch's
 time and clock go to <out>/launches.json.
@@ -128,6 +129,20 @@ def load_gpu_module():
     return module
 
 
+# --inputs attention-like: the channel bias amplitudes of Q, K and V, those of the binary's inputs
+# (experiments/bench/bench_attention_inputs.hpp: K's channel bias, which SageAttention2 smooths away).
+ATTENTION_LIKE_BIAS = (1.0, 8.0, 2.0)
+
+
+def attention_like(shape, amplitude):
+    """fp16 values as kernels::fill_attention_like draws them (kernels/random_fill.hpp): a bias per
+    channel, uniform in [-amplitude, amplitude), plus the sum of four uniforms in [0, 1) minus 2."""
+    x = (torch.rand(shape[-1], device="cuda") * 2 - 1) * amplitude - 2
+    for _ in range(4):
+        x = x + torch.rand(shape, device="cuda")
+    return x.to(torch.float16)
+
+
 def cosine(x, y):
     x, y = x.double().flatten(), y.double().flatten()
     return float(x @ y / (x.norm() * y.norm()))
@@ -139,7 +154,10 @@ def time_shape_in_turn(gpu, library, args, d, causal, n):
     Returns (name -> its time_in_turn record, with the SM clock after every launch; name -> the cosine
     similarity of its output to SDPA's)."""
     b, h = args.batch, args.heads
-    q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    if args.inputs == "normal":
+        q, k, v = (torch.randn(b, n, h, d, device="cuda", dtype=torch.float16) for _ in range(3))
+    else:
+        q, k, v = (attention_like((b, n, h, d), amplitude) for amplitude in ATTENTION_LIKE_BIAS)
     outputs, runs = {}, {}
     for exp2 in args.exp2.split(","):
         for schedule in args.schedule.split(","):
@@ -205,6 +223,9 @@ def main() -> int:
     parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
     parser.add_argument("--schedule", default="serial",
                         help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
+    parser.add_argument("--inputs", choices=("normal", "attention-like"), default="normal",
+                        help="with --library: the values every kernel gets: random normal, or the binary's kind "
+                             "(a channel bias in Q, K and V, the largest in K)")
     parser.add_argument("--burst", type=int, default=1,
                         help="with --library: launches of a kernel per turn, the first half not counted (the clock's move)")
     parser.add_argument("--interleave", action="store_true",
@@ -220,6 +241,8 @@ def main() -> int:
         parser.error("--library already times every kernel in turn, launch by launch: --interleave is for --binary")
     if args.burst < 1 or args.burst > 1 and not args.library:
         parser.error("--burst takes a count >= 1, with --library")
+    if args.inputs != "normal" and not args.library:
+        parser.error("--inputs chooses the values of --library's run (the binary makes its own)")
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.library:
@@ -260,9 +283,9 @@ def run_in_turn(args, out):
                   "method": f"in one process, every kernel of a shape launched in turn ({args.warmup} rounds of warmup, "
                             f"{args.repeats} timed, {args.burst} launch(es) a turn, the first {args.burst // 2} of each turn "
                             "not counted), CUDA events around each launch and the SM clock measured after it, the median "
-                            "of the counted launches; the same random normal "
-                            "values for all ([batch, tokens, heads, dim]; fp16, FA3's as E4M3 with unit descales and as "
-                            "BF16); lowbit's kernels from liblowbit_sage2.so; every launch's time in launches.json",
+                            f"of the counted launches; the same values for all ({args.inputs}; [batch, tokens, heads, dim]; "
+                            "fp16, FA3's as E4M3 with unit descales and as BF16); lowbit's kernels from "
+                            "liblowbit_sage2.so; every launch's time and clock in launches.json",
                   "command": " ".join(sys.argv)}
     (out / f"{slug}.provenance.json").write_text(json.dumps(provenance, indent=2) + "\n")
     return rows

@@ -154,6 +154,7 @@ def main():
                    "--library with --interleave": (("--library", "lib.so", "--interleave"), False),
                    "--burst without --library": (("--burst", "4"), True),
                    "--burst 0": (("--library", "lib.so", "--burst", "0"), False),
+                   "--inputs without --library": (("--inputs", "attention-like"), True),
                    "neither --binary nor --library": ((), False)}
         for name, (flags, binary) in refused.items():
             status, *_ = run(folder, *flags, binary=binary)
