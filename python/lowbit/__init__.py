@@ -15,6 +15,9 @@ equal the program's bit for bit:
     run("smoothing", q, k, v)     an experiment of ``lowbit run``: its tables and folder
     presets(), stages(), instructions(), instruction(name), experiments()
 
+lowbit.gpu runs the SageAttention2-8b Hopper kernels themselves on torch CUDA tensors (ctypes over
+liblowbit_sage2.so; see its docstring).
+
 Arrays: numpy arrays (float32, float64, float16, and ml_dtypes' bfloat16 and fp8/fp6/fp4 dtypes)
 and torch tensors (CPU or CUDA; float32, float16, bfloat16 and the fp8 dtypes) are read without a
 copy when C-contiguous on the CPU (CUDA tensors are copied to the host). Results are numpy arrays,

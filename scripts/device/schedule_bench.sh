@@ -30,9 +30,9 @@
 #      --configs bench; with ALT, then each ALT build's check_sage2_gpu --configs full --real ...
 #      (sm90-ex2, ALT_SCHEDULE);
 #   4. with NCU=1, Nsight Compute's issue and stall metrics of one launch of each schedule, of each
-#      ALT build at ALT_DIMS and of FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal) into $OUT/ncu/,
-#      with the instructions executed per opcode (ncu_stalls.py --opcodes 8589934592: B H N^2 scores)
-#      (experiments/bench/ncu_stalls.py tabulates them).
+#      ALT build at ALT_DIMS and of FA3 FP8's kernel (d = 128 and 64, N = 8K, not causal; NCU_CAUSAL=yes:
+#      causal) into $OUT/ncu/, with the instructions executed per opcode (ncu_stalls.py --opcodes
+#      8589934592: B H N^2 scores; causal, half of them) (experiments/bench/ncu_stalls.py tabulates them).
 # Everything lands under $OUT (the device tool's folder) or build/results/schedule-bench. Exit 0 when
 # every step that ran passed; 77 where no GPU is visible.
 set -uo pipefail
@@ -123,6 +123,8 @@ if [ "${FULL:-0}" = 1 ]; then
 fi
 if [ "${NCU:-0}" = 1 ]; then
   mkdir -p "$out/ncu"
+  ncu_causal=${NCU_CAUSAL:-no}
+  [ "$ncu_causal" = yes ] && fa3_causal=True scores=$((4 * 32 * 8192 * 8192 / 2)) || fa3_causal=False scores=$((4 * 32 * 8192 * 8192))
   metrics='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|smsp__inst_executed\.sum|sm__cycles_elapsed\.avg|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|launch__registers_per_thread|lts__throughput\.avg\.pct_of_peak_sustained_elapsed,sass__inst_executed_per_opcode'
   profile() {  # profile NAME KERNEL-REGEX COMMAND...: one launch's metrics into $out/ncu/NAME.csv
     local name=$1 kernel=$2; shift 2
@@ -133,21 +135,21 @@ if [ "${NCU:-0}" = 1 ]; then
   for d in 128 64; do
     for schedule in ${schedules//,/ }; do
       in_time "ncu d$d $schedule" || continue
-      profile "d$d-$schedule" sage2_attention_kernel /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal no \
+      profile "d$d-$schedule" sage2_attention_kernel /tmp/prebuilt/bench_attention --dims $d --tokens 8192 --causal $ncu_causal \
         --exp2 sm90-ex2 --schedule "$schedule" --warmup 0 --repeats 1
     done
     for j in "${alt_ok[@]}"; do
       if [[ ",${alt_dims[$((j - 1))]}," == *",$d,"* ]] && in_time "ncu d$d alt-$j"; then
         profile "d$d-alt-$j-$alt_schedule" sage2_attention_kernel /tmp/prebuilt-alt-$j/bench_attention --dims $d --tokens 8192 \
-          --causal no --exp2 sm90-ex2 --schedule "$alt_schedule" --warmup 0 --repeats 1
+          --causal $ncu_causal --exp2 sm90-ex2 --schedule "$alt_schedule" --warmup 0 --repeats 1
       fi
     done
     in_time "ncu d$d fa3_fp8" || continue
-    profile "d$d-fa3_fp8" FlashAttnFwd python3 -c "import sys; sys.path.insert(0, 'experiments/bench'); import bench_attention as b; b.time_fa3(True, 4, 32, 8192, $d, False, 0, 1)"
+    profile "d$d-fa3_fp8" FlashAttnFwd python3 -c "import sys; sys.path.insert(0, 'experiments/bench'); import bench_attention as b; b.time_fa3(True, 4, 32, 8192, $d, $fa3_causal, 0, 1)"
   done
   rm -f "$out/ncu/raw.txt"
   python3 experiments/bench/ncu_stalls.py --markdown "$out"/ncu/*.csv || status=1
-  python3 experiments/bench/ncu_stalls.py --markdown --opcodes $((4 * 32 * 8192 * 8192)) "$out"/ncu/*.csv || status=1
+  python3 experiments/bench/ncu_stalls.py --markdown --opcodes $scores "$out"/ncu/*.csv || status=1
 fi
 echo "schedule_bench: done in ${SECONDS} s, exit $status"
 exit $status
