@@ -16,7 +16,8 @@ bit of the output and the LSE (tests/attention_gpu/test_sage2_c_api_gpu.cpp chec
 Tensors are torch CUDA tensors (contiguous, on the current device, the problem's dtype and shape:
 [batch, heads, tokens, head_dim] for layout "bhnd", [batch, tokens, heads, head_dim] for "bnhd"; the
 LSE float32 [batch, heads_q, tokens]) or raw device pointers as integers. Launches go to the given
-stream (a torch.cuda.Stream or a cudaStream_t as an integer), by default torch's current stream.
+stream (a torch.cuda.Stream or a cudaStream_t as an integer), by default torch's current stream
+(the default stream where torch is not installed).
 The library is the `library` argument, else $LOWBIT_SAGE2_LIBRARY. Errors: ValueError for a problem
 or tensor the kernels refuse, with the library's text; RuntimeError for a CUDA failure; OSError when
 the library cannot be loaded.
@@ -111,9 +112,12 @@ def sm_clock_mhz(stream=None, library=None):
 
 
 def _stream_handle(stream):
+    """A cudaStream_t as an integer: torch's current stream for None (the default stream without torch)."""
     if stream is None:
-        import torch
-
+        try:
+            import torch
+        except ImportError:
+            return 0
         return torch.cuda.current_stream().cuda_stream
     return stream if isinstance(stream, int) else stream.cuda_stream
 
