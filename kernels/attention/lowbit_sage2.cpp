@@ -1,6 +1,7 @@
-// lowbit_sage2.h over sage2_attention.hpp: the C records become a Sage2Problem, every exception
-// becomes a return of 1 with its text.
+// lowbit_sage2.h over sage2_attention.hpp: the C records become a Sage2Problem (lowbit_sage2.hpp),
+// every exception a status with its text.
 #include "kernels/attention/lowbit_sage2.h"
+#include "kernels/attention/lowbit_sage2.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -25,32 +26,10 @@ struct lowbit_sage2_workspace {
 
 namespace {
 
-// Why the record's enumerations hold no value of theirs, or nothing (the rest is Sage2Problem::validate's).
-std::optional<std::string> invalid_field(const lowbit_sage2_problem& c) {
-  const auto outside = [](int value, int count) { return value < 0 || value >= count; };
-  if (c.causal != 0 && c.causal != 1) return "causal must be 0 or 1, not " + std::to_string(c.causal);
-  if (outside(c.dtype, 2)) return "dtype must be 0 (fp16) or 1 (bf16), not " + std::to_string(c.dtype);
-  if (outside(c.layout, 2)) return "layout must be 0 (bhnd) or 1 (bnhd), not " + std::to_string(c.layout);
-  if (outside(c.exp2, 2)) return "exp2 must be 0 (polynomial) or 1 (sm90-ex2), not " + std::to_string(c.exp2);
-  if (outside(c.schedule, 2)) return "schedule must be 0 (serial) or 1 (overlapped), not " + std::to_string(c.schedule);
-  return std::nullopt;
-}
-
 sage2::Sage2Problem to_problem(const lowbit_sage2_problem* c) {
   if (c == nullptr) throw std::invalid_argument("lowbit_sage2: the problem is a null pointer");
-  if (auto why = invalid_field(*c)) throw std::invalid_argument("lowbit_sage2: " + *why);
-  sage2::Sage2Problem p;
-  p.batch = c->batch;
-  p.heads_q = c->heads_q;
-  p.heads_kv = c->heads_kv;
-  p.tokens = c->tokens;
-  p.head_dim = c->head_dim;
-  p.causal = c->causal == 1;
-  p.dtype = c->dtype == LOWBIT_SAGE2_BF16 ? sage2::DType::bf16 : sage2::DType::fp16;
-  p.layout = c->layout == LOWBIT_SAGE2_BNHD ? sage2::Layout::bnhd : sage2::Layout::bhnd;
-  p.exp2 = c->exp2 == LOWBIT_SAGE2_EXP2_SM90_EX2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2
-                                                : lowbit::attention::steps::Exp2Unit::polynomial;
-  p.schedule = c->schedule == LOWBIT_SAGE2_OVERLAPPED ? sage2::Sage2Schedule::overlapped : sage2::Sage2Schedule::serial;
+  if (auto why = sage2::invalid_field(*c)) throw std::invalid_argument("lowbit_sage2: " + *why);
+  const sage2::Sage2Problem p = sage2::to_sage2_problem(*c);
   if (auto why = p.validate()) throw std::invalid_argument("lowbit_sage2: " + *why);
   return p;
 }

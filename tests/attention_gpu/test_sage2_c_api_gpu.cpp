@@ -18,6 +18,7 @@
 
 #include "emulation/convert.hpp"
 #include "kernels/attention/lowbit_sage2.h"
+#include "kernels/attention/lowbit_sage2.hpp"
 #include "kernels/device.hpp"
 #include "verification/sage2_emulated.hpp"
 
@@ -51,16 +52,6 @@ void call(Call c) {
   const int status = c(error, sizeof error);
   INFO(error);
   REQUIRE(status == LOWBIT_SAGE2_OK);
-}
-
-sage2::Sage2Problem as_problem(const lowbit_sage2_problem& c) {
-  sage2::Sage2Problem p;
-  p.batch = c.batch, p.heads_q = c.heads_q, p.heads_kv = c.heads_kv, p.tokens = c.tokens, p.head_dim = c.head_dim;
-  p.causal = c.causal == 1;
-  p.dtype = c.dtype == LOWBIT_SAGE2_BF16 ? sage2::DType::bf16 : sage2::DType::fp16;
-  p.layout = c.layout == LOWBIT_SAGE2_BNHD ? sage2::Layout::bnhd : sage2::Layout::bhnd;
-  p.exp2 = c.exp2 == LOWBIT_SAGE2_EXP2_SM90_EX2 ? attention::steps::Exp2Unit::sm90_ex2 : attention::steps::Exp2Unit::polynomial;
-  return p;  // the schedule changes no bit (sage2_attention.hpp)
 }
 
 // Normal values (a few rows of K with a large common offset, which K's mean takes out) as codes.
@@ -97,7 +88,7 @@ TEST_CASE("liblowbit_sage2 on the GPU equals the emulated sage2-8b pipeline, eve
   };
   std::mt19937_64 rng(0x5A6E2C);
   for (const lowbit_sage2_problem& c : problems) {
-    const sage2::Sage2Problem p = as_problem(c);
+    const sage2::Sage2Problem p = sage2::to_sage2_problem(c);
     const Format& format = c.dtype == LOWBIT_SAGE2_BF16 ? formats::bf16 : formats::fp16;
     const std::vector<std::uint16_t> q = random_codes(format, p.elements(p.heads_q), 0.0f, rng),
                                      k = random_codes(format, p.elements(p.heads_kv), 1.5f, rng),
