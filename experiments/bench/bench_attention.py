@@ -8,7 +8,8 @@ FlashAttention-2) and the cuDNN backend (sdpa_cudnn) on fp16 inputs of the same 
 32 heads, N = 1K .. 32K, d = 64 and 128, causal and not; and, where the PyPI wheel fa3-fwd is
 installed, FlashAttention-3's forward in FP8 (fa3_fp8: E4M3 inputs with descales, as it takes them)
 and BF16 (fa3_bf16), in its own [batch, tokens, heads, dim] layout. TOPS = 4 B H N^2 d / time, halved for
-causal; median of --repeats timed runs (CUDA events around each) after --warmup runs. Writes
+causal; median of --repeats timed runs (CUDA events around each, the GPU kept busy while Python enqueues
+the run) after --warmup runs. Writes
 <out>/<gpu>.csv (gpu,kernel,d,causal,n,tops), <out>/<gpu>.provenance.json and prints a table.
 
 By default the binary times every shape first, then the others follow shape by shape. At its power
@@ -38,19 +39,47 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 
-def time_ms(run, warmup, repeats):
-    """The benchmark's method: CUDA events around each run, the median of `repeats` after `warmup` runs."""
+# About 100 us of one thread spinning on the GPU (torch.cuda._sleep): longer than the host takes to call a
+# kernel through Python, so that its launch overhead is not in the events' interval.
+BUSY_CYCLES = 200_000
+
+
+def time_in_turn(runs, warmup, repeats, burst=1, clock=None):
+    """Each of runs (name -> function) in turn: `warmup` rounds untimed, then `repeats` rounds in which
+    each runs `burst` launches back to back, CUDA events around every launch and, with `clock` (a
+    function returning MHz), the SM clock read after it. The first burst // 2 launches of a turn are the
+    clock's move from the kernel before: recorded, not counted. Before each launch the GPU spins on one
+    thread while the host enqueues, so the events time the kernels, not Python's launch overhead.
+    Returns name -> {"ms": [...], "mhz": [...], "counted": [...]}, one entry per timed launch in order."""
     for _ in range(warmup):
-        run()
-    times = []
+        for run in runs.values():
+            for _ in range(burst):
+                run()
+    record = {name: {"ms": [], "mhz": [], "counted": []} for name in runs}
     for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
+        for name, run in runs.items():
+            for launch in range(burst):
+                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(BUSY_CYCLES)  # the GPU busy while the host enqueues: events time the kernels alone
+                start.record()
+                run()
+                stop.record()
+                stop.synchronize()
+                record[name]["ms"].append(start.elapsed_time(stop))
+                record[name]["mhz"].append(clock() if clock else None)
+                record[name]["counted"].append(launch >= burst // 2)
+    return record
+
+
+def counted_median(record, key):
+    """The median of a time_in_turn record's counted values of `key` ("ms" or "mhz")."""
+    return statistics.median(v for v, counted in zip(record[key], record["counted"]) if counted)
+
+
+def time_ms(run, warmup, repeats):
+    """The benchmark's method: CUDA events around each run, the median of `repeats` after `warmup` runs
+    (time_in_turn with one kernel)."""
+    return statistics.median(time_in_turn({"run": run}, warmup, repeats)["run"]["ms"])
 
 
 def write_tops_csv(out, gpu, rows):
@@ -81,43 +110,6 @@ def time_fa3(fp8, b, h, n, d, causal, warmup, repeats):
     descale = torch.ones(b, h, device="cuda", dtype=torch.float32)
     return time_ms(lambda: fa3.flash_attn_func(q, k, v, causal=causal, q_descale=descale, k_descale=descale,
                                                v_descale=descale), warmup, repeats)
-
-
-# About 100 us of one thread spinning on the GPU (torch.cuda._sleep): longer than the host takes to call a
-# kernel through Python, so that its launch overhead is not in the events' interval.
-BUSY_CYCLES = 200_000
-
-
-def time_in_turn(runs, warmup, repeats, burst=1, clock=None):
-    """Each of runs (name -> function) in turn: `warmup` rounds untimed, then `repeats` rounds in which
-    each runs `burst` launches back to back, CUDA events around every launch and, with `clock` (a
-    function returning MHz), the SM clock read after it. The first burst // 2 launches of a turn are the
-    clock's move from the kernel before: recorded, not counted. Before each launch the GPU spins on one
-    thread while the host enqueues, so the events time the kernels, not Python's launch overhead. Returns name -> {"ms": [...], "mhz":
-    [...], "counted": [...]}, one entry per timed launch in order."""
-    for _ in range(warmup):
-        for run in runs.values():
-            for _ in range(burst):
-                run()
-    record = {name: {"ms": [], "mhz": [], "counted": []} for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            for launch in range(burst):
-                start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                torch.cuda._sleep(BUSY_CYCLES)  # the GPU busy while the host enqueues: events time the kernels alone
-                start.record()
-                run()
-                stop.record()
-                stop.synchronize()
-                record[name]["ms"].append(start.elapsed_time(stop))
-                record[name]["mhz"].append(clock() if clock else None)
-                record[name]["counted"].append(launch >= burst // 2)
-    return record
-
-
-def counted_median(record, key):
-    """The median of a time_in_turn record's counted values of `key` ("ms" or "mhz")."""
-    return statistics.median(v for v, counted in zip(record[key], record["counted"]) if counted)
 
 
 def load_gpu_module():
@@ -340,7 +332,7 @@ def run_with_binary(args, out):
     provenance = {"lowbit": lowbit["provenance"], "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
                   "fa3": fa3_version(),
                   "method": lowbit["method"] + "; SDPA (and FlashAttention-3) timed the same way with torch.cuda.Event "
-                                               "in the same run"
+                                               "in the same run, the GPU kept busy while Python enqueues each run"
                             + (f"; interleaved: the binary run once per shape, right {'after' if args.others_first else 'before'} "
                                "the others time it" if args.interleave else ""),
                   "command": " ".join(sys.argv)}
