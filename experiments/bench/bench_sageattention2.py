@@ -432,7 +432,8 @@ def main() -> int:
         "triton": triton_version, "cudnn": cudnn_version,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join([sys.executable] + sys.argv),
-        "method": f"CUDA events around each run (the GPU kept busy while Python enqueues it), median of {args.repeats} after {args.warmup} warm-up runs; "
+        "method": f"CUDA events around each run (the GPU kept busy while Python enqueues it), median of {args.repeats} "
+                  f"after {args.warmup} warm-up runs; "
                   f"batch {args.batch}, {args.heads} heads, fp16 randn inputs [batch, heads, tokens, dim]; "
                   "TOPS = 4 B H N^2 d / time, halved for causal; sage2_8b: the attention kernel alone on inputs "
                   "quantized beforehand; sage2_8b_e2e: quantization, K smoothing and the kernel from fp16; "
