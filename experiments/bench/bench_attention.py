@@ -24,7 +24,9 @@ heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so tha
 under the same conditions; --burst B makes each turn B launches of a kernel,
 the first B // 2 not counted (the clock moving from the kernel before to the kernel's own). After
 every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz); every launch's
-time and clock go to <out>/launches.json.
+time and clock go to <out>/launches.json. --alt-library NAME=PATH adds another build of the library
+(a kernel variant) to the turns, its kernels named lowbit...@NAME: two builds side by side under the
+same clocks.
 """
 import argparse
 import importlib.util
@@ -140,9 +142,11 @@ def cosine(x, y):
     return float(x @ y / (x.norm() * y.norm()))
 
 
-def time_shape_in_turn(gpu, library, args, d, causal, n):
+def time_shape_in_turn(gpu, libraries, args, d, causal, n):
     """lowbit's kernels (each exp2 unit and schedule: the kernel on operands quantized once, and end to
-    end), FA3 FP8 and BF16 where installed, and SDPA flash, launched in turn on one shape's values.
+    end; from each library of `libraries`, suffix -> Library, "" the main one and "@NAME" the
+    --alt-library NAME), FA3 FP8 and BF16 where installed, and SDPA flash, launched in turn on one
+    shape's values.
     Returns (name -> its time_in_turn record, with the SM clock after every launch; name -> the cosine
     similarity of its output to SDPA's)."""
     b, h = args.batch, args.heads
@@ -151,15 +155,16 @@ def time_shape_in_turn(gpu, library, args, d, causal, n):
     else:
         q, k, v = (attention_like((b, n, h, d), amplitude) for amplitude in ATTENTION_LIKE_BIAS)
     outputs, runs = {}, {}
-    for exp2 in args.exp2.split(","):
-        for schedule in args.schedule.split(","):
-            name = ("lowbit_ex2" if exp2 == "sm90-ex2" else "lowbit") + ("" if schedule == "serial" else "_" + schedule)
-            attn = gpu.Sage2Attention(b, h, n, d, causal=causal, layout="bnhd", exp2="polynomial" if exp2 == "poly5" else exp2,
-                                      schedule=schedule, library=library)
-            out, lse = attn(q, k, v)
-            outputs[name] = out
-            runs[name] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
-            runs[name + "_e2e"] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
+    for suffix, library in libraries.items():
+        for exp2 in args.exp2.split(","):
+            for schedule in args.schedule.split(","):
+                name = ("lowbit_ex2" if exp2 == "sm90-ex2" else "lowbit") + ("" if schedule == "serial" else "_" + schedule)
+                attn = gpu.Sage2Attention(b, h, n, d, causal=causal, layout="bnhd", schedule=schedule, library=library,
+                                          exp2="polynomial" if exp2 == "poly5" else exp2)
+                out, lse = attn(q, k, v)
+                outputs[name + suffix] = out
+                runs[name + suffix] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
+                runs[name + "_e2e" + suffix] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
     if have_fa3():
         import fa3_fwd_interface as fa3
 
@@ -175,7 +180,7 @@ def time_shape_in_turn(gpu, library, args, d, causal, n):
         sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         reference = sdpa().transpose(1, 2)
         runs["sdpa_flash"] = sdpa
-        times = time_in_turn(runs, args.warmup, args.repeats, args.burst, lambda: gpu.sm_clock_mhz(library=library))
+        times = time_in_turn(runs, args.warmup, args.repeats, args.burst, lambda: gpu.sm_clock_mhz(library=libraries[""]))
     return times, {name: cosine(out, reference) for name, out in outputs.items()}
 
 
@@ -205,6 +210,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", help="the bench_attention executable")
     parser.add_argument("--library", help="liblowbit_sage2.so: lowbit's kernels timed in this process, in turn with the others")
+    parser.add_argument("--alt-library", action="append", default=[], metavar="NAME=PATH",
+                        help="with --library: another build of it whose kernels join the turns as lowbit...@NAME (repeatable)")
     parser.add_argument("--out", default="build/results/bench_attention")
     parser.add_argument("--tokens", default="1024,2048,4096,8192,16384,32768")
     parser.add_argument("--dims", default="64,128")
@@ -235,6 +242,12 @@ def main() -> int:
         parser.error("--burst takes a count >= 1, with --library")
     if args.inputs != "normal" and not args.library:
         parser.error("--inputs chooses the values of --library's run (the binary makes its own)")
+    alternatives = dict(entry.partition("=")[::2] for entry in args.alt_library)
+    if args.alt_library and not args.library:
+        parser.error("--alt-library joins --library's turns")
+    if len(alternatives) != len(args.alt_library) or not all(name.isidentifier() and path for name, path in alternatives.items()):
+        parser.error(f"--alt-library takes NAME=PATH, each NAME a different word: {args.alt_library}")
+    args.alternatives = alternatives
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.library:
@@ -250,13 +263,14 @@ def run_in_turn(args, out):
     the provenance written; returns the rows."""
     gpu = load_gpu_module()
     library = gpu.load(args.library)
+    libraries = {"": library, **{"@" + name: gpu.load(path) for name, path in args.alternatives.items()}}
     gpu_name = torch.cuda.get_device_name()
     rows, launches = [], []
     for d in map(int, args.dims.split(",")):
         for causal in (False, True):
             for n in map(int, args.tokens.split(",")):
                 ops = 4.0 * args.batch * args.heads * n * n * d / (2 if causal else 1)
-                records, cosines = time_shape_in_turn(gpu, library, args, d, causal, n)
+                records, cosines = time_shape_in_turn(gpu, libraries, args, d, causal, n)
                 for name, record in records.items():
                     rows.append((name, d, causal, n, ops / (counted_median(record, "ms") * 1e-3) / 1e12))
                 launches.append({"d": d, "causal": causal, "n": n, "launches": records, "cosine_to_sdpa_flash": cosines})
@@ -270,7 +284,10 @@ def run_in_turn(args, out):
                 torch.cuda.empty_cache()
     slug, _ = write_tops_csv(out, gpu_name, rows)
     (out / "launches.json").write_text(json.dumps(launches) + "\n")
-    provenance = {"lowbit": library.provenance, "library": args.library, "torch": torch.__version__,
+    provenance = {"lowbit": library.provenance, "library": args.library,
+                  **({"alternatives": {name: {"library": path, "lowbit": libraries["@" + name].provenance}
+                                       for name, path in args.alternatives.items()}} if args.alternatives else {}),
+                  "torch": torch.__version__,
                   "cudnn": torch.backends.cudnn.version(), "fa3": fa3_version(),
                   "method": f"in one process, every kernel of a shape launched in turn ({args.warmup} rounds of warmup, "
                             f"{args.repeats} timed, {args.burst} launch(es) a turn, the first {args.burst // 2} of each turn "
@@ -346,9 +363,10 @@ def print_table(rows):
     for kernel, d, causal, n, tops in rows:
         table.setdefault((d, causal, n), {})[kernel] = tops
     kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e"]
-    kernels += [k for k in sorted({r[0] for r in rows}) if k.startswith("lowbit") and k not in kernels]  # other schedules
+    kernels += [k for k in sorted({r[0] for r in rows}) if k.startswith("lowbit") and k not in kernels]  # schedules, builds
     kernels += ["sdpa_flash", "sdpa_cudnn", "fa3_fp8", "fa3_bf16"]
-    scheduled = [k for k in kernels if k.startswith("lowbit_ex2_overlapped")]  # their ratios to FA3 FP8 too
+    # The other schedules' and builds' (--alt-library) ratios to FA3 FP8 too.
+    scheduled = [k for k in kernels if k.startswith("lowbit_ex2_overlapped") or k.startswith("lowbit_ex2@")]
     print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>14}" for k in kernels)
           + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11} {'ex2 x fa3':>11} {'e2e x fa3':>11}"
           + "".join(f" {k.replace('lowbit_ex2_', '') + ' x fa3':>18}" for k in scheduled))

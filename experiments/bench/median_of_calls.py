@@ -4,7 +4,8 @@
 Each CALL folder is one call's --out of experiments/bench/bench_attention.py (its <gpu>.csv:
 gpu,kernel,d,causal,n,tops). Writes OUT/calls.csv (gpu,call,kernel,d,causal,n,tops: every
 measurement, the call numbered in the order given) and prints a Markdown table per (d, causal, N):
-the median TOPS of each kernel over the calls, the ratio of the medians of each lowbit_ex2 kernel to
+the median TOPS of each kernel over the calls (lowbit_ex2...@NAME: another build's, from
+bench_attention.py --alt-library), the ratio of the medians of each lowbit_ex2 kernel to
 FlashAttention-3 FP8's (fa3_fp8), and the spread: the largest distance of a call's value from its
 median, as a share of the median, over the kernels shown. The calls must come from one GPU kind.
 
@@ -71,6 +72,7 @@ def table(calls):
         for _, kernel, d, causal, n, tops in rows:
             measured.setdefault((d, causal, n), {}).setdefault(kernel, []).append(tops)
     kernels = [k for k in KERNELS if any(k in by_kernel for by_kernel in measured.values())]
+    kernels += sorted({k for by_kernel in measured.values() for k in by_kernel if "@" in k and k.startswith("lowbit_ex2")})
     ratios = [k for k in kernels if k.startswith("lowbit_ex2")]
     header = ["d", "causal", "N"] + kernels + [f"{k} / {REFERENCE}" for k in ratios] + ["spread"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

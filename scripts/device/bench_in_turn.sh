@@ -19,6 +19,10 @@
 #      20), --inputs $INPUTS (default normal), into $OUT/in-turn-K/, the GPU's clock and power
 #      sampled by nvidia-smi every 100 ms meanwhile into $OUT/power-K.csv;
 #   3. the median of the calls (experiments/bench/median_of_calls.py) into $OUT.
+# ALT (optional) names other builds of the library, space-separated NAME=FOLDER (each FOLDER packed
+# like $PREBUILT, with its liblowbit_sage2.so(.xz)): their kernels join the turns as lowbit...@NAME
+# (bench_attention.py --alt-library), a kernel variant timed beside the tree's under the same clocks;
+# experiments/bench/launch_clocks.py --kernels lowbit_ex2@NAME,lowbit_ex2 compares their cycles.
 # Exit 0 when every step passed; 77 where no GPU is visible.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -37,6 +41,15 @@ for name in liblowbit_sage2.so test_sage2_c_api test_sage2_c_api_gpu; do
   chmod +x "/tmp/prebuilt/$name"
 done
 cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
+alt_flags=()
+for entry in ${ALT:-}; do
+  name=${entry%%=*} folder=${entry#*=}
+  mkdir -p "/tmp/prebuilt-$name"
+  if [ -f "$folder/liblowbit_sage2.so.xz" ]; then xz -dc "$folder/liblowbit_sage2.so.xz" > "/tmp/prebuilt-$name/liblowbit_sage2.so"
+  elif [ -f "$folder/liblowbit_sage2.so" ]; then cp "$folder/liblowbit_sage2.so" "/tmp/prebuilt-$name/"
+  else echo "bench_in_turn: no $folder/liblowbit_sage2.so(.xz) for ALT $name"; exit 1; fi
+  alt_flags+=(--alt-library "$name=/tmp/prebuilt-$name/liblowbit_sage2.so")
+done
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
 source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
@@ -57,7 +70,8 @@ for k in $(seq 1 "$calls"); do
     > "$out/power-$k.csv" 2>&1 &
   sampler=$!
   timeout 400 python3 experiments/bench/bench_attention.py --library /tmp/prebuilt/liblowbit_sage2.so --tokens 8192,16384 \
-    --dims "$dims" --exp2 sm90-ex2 --burst "$burst" --repeats "$repeats" --inputs "$inputs" --out "$out/in-turn-$k" \
+    --dims "$dims" --exp2 sm90-ex2 --burst "$burst" --repeats "$repeats" --inputs "$inputs" "${alt_flags[@]}" \
+    --out "$out/in-turn-$k" \
     > "$out/in-turn-$k/bench.log" 2>&1
   rc=$?
   kill "$sampler" 2>/dev/null

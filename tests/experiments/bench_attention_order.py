@@ -155,6 +155,10 @@ def main():
                    "--burst without --library": (("--burst", "4"), True),
                    "--burst 0": (("--library", "lib.so", "--burst", "0"), False),
                    "--inputs without --library": (("--inputs", "attention-like"), True),
+                   "--alt-library without --library": (("--alt-library", "x=lib.so"), True),
+                   "--alt-library without a path": (("--library", "lib.so", "--alt-library", "x"), False),
+                   "--alt-library twice by one name": (("--library", "lib.so", "--alt-library", "x=a.so", "--alt-library",
+                                                        "x=b.so"), False),
                    "neither --binary nor --library": ((), False)}
         for name, (flags, binary) in refused.items():
             status, *_ = run(folder, *flags, binary=binary)
