@@ -21,7 +21,8 @@ liblowbit_sage2.so in this process instead of the binary (python/lowbit/gpu.py) 
 launch by launch in turn with FlashAttention-3 and SDPA's flash backend on the same values (--inputs:
 random normal, or attention-like as the binary's, with a channel bias largest in K; [batch, tokens,
 heads, dim] for all: FA3's layout, which the kernels and SDPA also read), so that every kernel runs
-under the same conditions; --burst B makes each turn B launches of a kernel,
+under the same conditions, each round in an order drawn anew (--order fixed: always the same, so a
+kernel always starts at the clock one other kernel left); --burst B makes each turn B launches of a kernel,
 the first B // 2 not counted (the clock moving from the kernel before to the kernel's own). After
 every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz); every launch's
 time and clock go to <out>/launches.json. --alt-library NAME=PATH adds another build of the library
@@ -32,6 +33,7 @@ import argparse
 import importlib.util
 import json
 import pathlib
+import random
 import re
 import statistics
 import subprocess
@@ -44,32 +46,40 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # About 100 us of one thread spinning on the GPU (torch.cuda._sleep): longer than the host takes to call a
 # kernel through Python, so that its launch overhead is not in the events' interval.
 BUSY_CYCLES = 200_000
+# --order shuffled: the seed of each shape's draws (plus N + d + causal), so that a run can be repeated.
+ORDER_SEED = 20261207
 
 
-def time_in_turn(runs, warmup, repeats, burst=1, clock=None):
+def time_in_turn(runs, warmup, repeats, burst=1, clock=None, shuffle=None):
     """Each of runs (name -> function) in turn: `warmup` rounds untimed, then `repeats` rounds in which
     each runs `burst` launches back to back, CUDA events around every launch and, with `clock` (a
     function returning MHz), the SM clock read after it. The first burst // 2 launches of a turn are the
-    clock's move from the kernel before: recorded, not counted. Before each launch the GPU spins on one
+    clock's move from the kernel before: recorded, not counted. With `shuffle` (a random.Random) each
+    timed round takes the kernels in an order of its drawing, so that no kernel always follows the same
+    one (a kernel starts at the clock the one before left). Before each launch the GPU spins on one
     thread while the host enqueues, so the events time the kernels, not Python's launch overhead.
-    Returns name -> {"ms": [...], "mhz": [...], "counted": [...]}, one entry per timed launch in order."""
+    Returns name -> {"ms": [...], "mhz": [...], "counted": [...], "after": [...]}, one entry per timed
+    launch in order ("after": the kernel launched just before, None for the first)."""
     for _ in range(warmup):
         for run in runs.values():
             for _ in range(burst):
                 run()
-    record = {name: {"ms": [], "mhz": [], "counted": []} for name in runs}
+    record = {name: {"ms": [], "mhz": [], "counted": [], "after": []} for name in runs}
+    before = None
     for _ in range(repeats):
-        for name, run in runs.items():
+        for name in shuffle.sample(list(runs), len(runs)) if shuffle else list(runs):
             for launch in range(burst):
                 start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 torch.cuda._sleep(BUSY_CYCLES)  # the GPU busy while the host enqueues: events time the kernels alone
                 start.record()
-                run()
+                runs[name]()
                 stop.record()
                 stop.synchronize()
                 record[name]["ms"].append(start.elapsed_time(stop))
                 record[name]["mhz"].append(clock() if clock else None)
                 record[name]["counted"].append(launch >= burst // 2)
+                record[name]["after"].append(before)
+                before = name
     return record
 
 
@@ -180,7 +190,9 @@ def time_shape_in_turn(gpu, libraries, args, d, causal, n):
         sdpa = lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
         reference = sdpa().transpose(1, 2)
         runs["sdpa_flash"] = sdpa
-        times = time_in_turn(runs, args.warmup, args.repeats, args.burst, lambda: gpu.sm_clock_mhz(library=libraries[""]))
+        shuffle = random.Random(ORDER_SEED + n + d + causal) if args.order == "shuffled" else None
+        times = time_in_turn(runs, args.warmup, args.repeats, args.burst, lambda: gpu.sm_clock_mhz(library=libraries[""]),
+                             shuffle)
     return times, {name: cosine(out, reference) for name, out in outputs.items()}
 
 
@@ -225,6 +237,8 @@ def main() -> int:
     parser.add_argument("--inputs", choices=("normal", "attention-like"), default="normal",
                         help="with --library: the values every kernel gets: random normal, or the binary's kind "
                              "(a channel bias in Q, K and V, the largest in K)")
+    parser.add_argument("--order", choices=("shuffled", "fixed"), default="shuffled",
+                        help="with --library: each round's order of the kernels, drawn anew (seeded) or always the same")
     parser.add_argument("--burst", type=int, default=1,
                         help="with --library: launches of a kernel per turn, the first half not counted (the clock's move)")
     parser.add_argument("--interleave", action="store_true",
@@ -242,6 +256,8 @@ def main() -> int:
         parser.error("--burst takes a count >= 1, with --library")
     if args.inputs != "normal" and not args.library:
         parser.error("--inputs chooses the values of --library's run (the binary makes its own)")
+    if args.order != "shuffled" and not args.library:
+        parser.error("--order orders --library's turns")
     alternatives = dict(entry.partition("=")[::2] for entry in args.alt_library)
     if args.alt_library and not args.library:
         parser.error("--alt-library joins --library's turns")
@@ -290,7 +306,9 @@ def run_in_turn(args, out):
                   "torch": torch.__version__,
                   "cudnn": torch.backends.cudnn.version(), "fa3": fa3_version(),
                   "method": f"in one process, every kernel of a shape launched in turn ({args.warmup} rounds of warmup, "
-                            f"{args.repeats} timed, {args.burst} launch(es) a turn, the first {args.burst // 2} of each turn "
+                            f"{args.repeats} timed, each in a {args.order} order"
+                            + (f" (seed {ORDER_SEED} + N + d + causal)" if args.order == "shuffled" else "")
+                            + f", {args.burst} launch(es) a turn, the first {args.burst // 2} of each turn "
                             "not counted), CUDA events around each launch and the SM clock measured after it, the median "
                             f"of the counted launches; the same values for all ({args.inputs}; [batch, tokens, heads, dim]; "
                             "fp16, FA3's as E4M3 with unit descales and as BF16); lowbit's kernels from "

@@ -11,6 +11,7 @@ kernel of a shape launch by launch in rotation, and the refused combinations of 
 """
 import importlib.util
 import json
+import random
 import pathlib
 import subprocess
 import sys
@@ -98,9 +99,10 @@ def in_turn(folder):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     failures = []
+    names = ("lowbit_ex2", "fa3_fp8", "sdpa_flash")
     for burst in (1, 2):
         launched = []
-        runs = {name: (lambda name=name: launched.append(name)) for name in ("lowbit_ex2", "fa3_fp8", "sdpa_flash")}
+        runs = {name: (lambda name=name: launched.append(name)) for name in names}
         clocks = iter(range(1000, 2000))
         records = bench.time_in_turn(runs, 2, 3, burst, lambda: float(next(clocks)))
         turns = [name for name in runs for _ in range(burst)]
@@ -114,6 +116,24 @@ def in_turn(folder):
         mhz = sorted(m for record in records.values() for m in record["mhz"])
         if mhz != [float(m) for m in range(1000, 1000 + 9 * burst)] or records["fa3_fp8"]["mhz"][0] != 1000.0 + burst:
             failures.append(f"burst {burst}: clocks read {[r['mhz'] for r in records.values()]}")
+    # Shuffled: each timed round a permutation of its own (the draws of the given generator), every
+    # launch's predecessor recorded; the same seed, the same order.
+    launched = []
+    runs = {name: (lambda name=name: launched.append(name)) for name in names}
+    records = bench.time_in_turn(runs, 1, 20, 2, None, random.Random(7))
+    timed = launched[2 * len(names):]
+    rounds = [timed[i:i + 2 * len(names)] for i in range(0, len(timed), 2 * len(names))]
+    draws = random.Random(7)
+    orders = [draws.sample(list(names), len(names)) for _ in range(20)]
+    if rounds != [[name for name in order for _ in range(2)] for order in orders]:
+        failures.append(f"shuffled: the rounds ran {rounds[:3]}..., expected the generator's orders {orders[:3]}...")
+    if len({tuple(order) for order in orders}) < 2:
+        failures.append("shuffled: every round drew the same order")
+    after = {name: [] for name in names}
+    for previous, name in zip([None] + timed, timed):
+        after[name].append(previous)
+    if any(records[name]["after"] != after[name] for name in names):
+        failures.append(f"shuffled: predecessors recorded {[records[n]['after'][:4] for n in names]}, launched {timed[:8]}")
     print("--library: time_in_turn launches in rotation" if not failures else "--library: wrong turns")
     return failures
 
@@ -155,6 +175,7 @@ def main():
                    "--burst without --library": (("--burst", "4"), True),
                    "--burst 0": (("--library", "lib.so", "--burst", "0"), False),
                    "--inputs without --library": (("--inputs", "attention-like"), True),
+                   "--order without --library": (("--order", "fixed"), True),
                    "--alt-library without --library": (("--alt-library", "x=lib.so"), True),
                    "--alt-library without a path": (("--library", "lib.so", "--alt-library", "x"), False),
                    "--alt-library twice by one name": (("--library", "lib.so", "--alt-library", "x=a.so", "--alt-library",
