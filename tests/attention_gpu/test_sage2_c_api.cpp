@@ -65,7 +65,7 @@ TEST_CASE("lowbit_sage2: a problem the kernels refuse is named with the reason")
   }
 }
 
-TEST_CASE("lowbit_sage2: the error text is cut to the buffer, NUL-terminated; a null buffer is allowed") {
+TEST_CASE("lowbit_sage2: the error text is cut to the buffer, NUL-terminated, and a null buffer is allowed") {
   lowbit_sage2_problem p = valid_problem();
   p.dtype = 9;
   char error[8];
@@ -108,7 +108,7 @@ TEST_CASE("lowbit_sage2: the SM clock: CUDA's reason without a GPU, a clock an S
   CHECK(mhz < 3000);
 }
 
-TEST_CASE("lowbit_sage2: a workspace without a GPU is refused with CUDA's reason; with one, its pointers are checked") {
+TEST_CASE("lowbit_sage2: a workspace without a GPU is refused with CUDA's reason, and with one its pointers are checked") {
   const lowbit_sage2_problem p = valid_problem();
   lowbit_sage2_workspace* workspace = reinterpret_cast<lowbit_sage2_workspace*>(&workspace);  // must be reset
   const auto [status, error] =
