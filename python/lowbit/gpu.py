@@ -30,6 +30,7 @@ import os
 __all__ = ["Library", "load", "Sage2Attention", "sm_clock_mhz"]
 
 _ABI_VERSION = 1  # LOWBIT_SAGE2_ABI_VERSION of lowbit_sage2.h
+_INVALID = 1  # LOWBIT_SAGE2_INVALID (refused arguments); LOWBIT_SAGE2_FAILED is 2
 _CHOICES = {  # the problem's enumerations, as lowbit_sage2.h numbers them
     "dtype": ("fp16", "bf16"),
     "layout": ("bhnd", "bnhd"),
@@ -52,6 +53,8 @@ class Library:
         if not os.path.isfile(self.path):
             raise OSError(f"lowbit.gpu: no library at {self.path} (build the CMake target lowbit_sage2)")
         lib = ctypes.CDLL(self.path)
+        if not hasattr(lib, "lowbit_sage2_abi_version"):
+            raise OSError(f"lowbit.gpu: {self.path} is not liblowbit_sage2 (no lowbit_sage2_abi_version)")
         lib.lowbit_sage2_abi_version.restype = ctypes.c_int
         if lib.lowbit_sage2_abi_version() != _ABI_VERSION:
             raise OSError(f"lowbit.gpu: {self.path} has interface version {lib.lowbit_sage2_abi_version()}, "
@@ -81,7 +84,7 @@ class Library:
         text = ctypes.create_string_buffer(1024)
         status = getattr(self._lib, name)(*args, text, len(text))
         if status != 0:
-            raise (ValueError if status == 1 else RuntimeError)(text.value.decode(errors="replace"))
+            raise (ValueError if status == _INVALID else RuntimeError)(text.value.decode(errors="replace"))
 
     def destroy(self, workspace):
         self._lib.lowbit_sage2_workspace_destroy(workspace)

@@ -5,6 +5,7 @@ built); without it these tests report themselves skipped. Without a GPU: loading
 the library and the module refuse and the errors they raise. With a Hopper GPU and torch: the
 kernels' output and LSE against lowbit.attention's emulated preset, every bit.
 """
+import ctypes.util
 import os
 
 import numpy as np
@@ -39,6 +40,17 @@ def test_the_library_loads_once_and_says_where_it_came_from(library):
 def test_a_missing_library_is_named(tmp_path):
     with pytest.raises(OSError, match="no library at .*nothing.so"):
         gpu.load(str(tmp_path / "nothing.so"))
+
+
+def test_another_shared_library_is_named_as_not_this_one():
+    libm = ctypes.util.find_library("m")
+    if not libm:
+        pytest.skip("no libm to load as the wrong library")
+    path = next((p for p in ("/lib/x86_64-linux-gnu/" + libm, "/usr/lib/x86_64-linux-gnu/" + libm) if os.path.isfile(p)), None)
+    if not path:
+        pytest.skip(f"{libm} is not at a known path")
+    with pytest.raises(OSError, match="is not liblowbit_sage2"):
+        gpu.load(path)
 
 
 def test_no_library_given_says_how_to_give_one(monkeypatch):
