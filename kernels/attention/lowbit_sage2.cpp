@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
-#include <memory>
-#include <optional>
 #include <stdexcept>
 #include <string>
 
