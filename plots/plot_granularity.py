@@ -19,6 +19,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from palette_png import save_png  # noqa: E402
 
 METRICS = [("cosine", "cosine similarity", True), ("relative_l1", "relative L1", False), ("rmse", "RMSE", False)]
 
@@ -79,7 +80,7 @@ def main():
     fig.text(0.01, 0.005, "  ".join(provenance), fontsize=7, color="gray")
     fig.tight_layout(rect=(0, 0.02, 1, 1))
     out = args.out or os.path.join(args.results, "granularity.png")
-    fig.savefig(out, dpi=110)
+    save_png(fig, out, dpi=110)
     print(f"wrote {out}")
 
 

@@ -25,6 +25,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from palette_png import save_png  # noqa: E402
 
 COLUMNS = ["experiment", "variant", "dataset", "head", "metric", "value"]
 
@@ -66,8 +67,8 @@ def values(rows, experiment, metric):
 def save(fig, out, name, footer):
     fig.text(0.01, 0.005, footer, fontsize=6.5, color="gray", va="bottom")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
-    for ext in ("png", "svg"):
-        fig.savefig(os.path.join(out, f"{name}.{ext}"), dpi=130)
+    save_png(fig, os.path.join(out, f"{name}.png"), dpi=130)
+    fig.savefig(os.path.join(out, f"{name}.svg"), dpi=130)
     plt.close(fig)
     print(f"wrote {os.path.join(out, name)}.png and .svg")
 

@@ -33,6 +33,7 @@ try:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from palette_png import save_png
 except ImportError as e:  # the caller reports it as "no plots"
     print(f"plot_run.py: {e}", file=sys.stderr)
     sys.exit(77)
@@ -57,8 +58,8 @@ def footer(fig, provenance, extra=""):
 
 
 def save(fig, out_dir, stem):
-    for ext in ("png", "svg"):
-        fig.savefig(os.path.join(out_dir, f"{stem}.{ext}"), dpi=130)
+    save_png(fig, os.path.join(out_dir, f"{stem}.png"), dpi=130)
+    fig.savefig(os.path.join(out_dir, f"{stem}.svg"), dpi=130)
     plt.close(fig)
     print(os.path.join(out_dir, f"{stem}.png"))
 
