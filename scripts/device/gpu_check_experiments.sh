@@ -13,7 +13,7 @@
 # (default 240). Writes
 # $OUT_DIR/gpu-check.tar.xz (every experiment's folder, the logs) where $OUT_DIR is $OUT (the device
 # tool's folder) or build/results/gpu-check, and prints each gpu-check.json's totals. Then, here:
-#   (in a scratch folder) tar xJf gpu-check.tar.xz && for e in */gpu-check.json; do cp $e REPO/results/experiments/$e; done
+#   (in a scratch folder) tar xJf gpu-check.tar.xz && for e in */gpu-check.json; do gzip -n -9 -c $e > REPO/results/experiments/$e.gz; done
 # Exit: 0 when every experiment ran and nothing differs; 1 otherwise; 77 where no GPU is visible.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
