@@ -192,6 +192,8 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   const int sage2_dequantized =
       pl.softmax == Softmax::sage2_sm89 ? sage2_sm90::kDequantizedBlocksSm89 : sage2_sm90::kDequantizedBlocksSm90;
   const bool fused = pl.exponential.fused() && !flash2 && !flash3 && !sage2;
+  // row-sum=pv: l is lanes[0], the P V instruction's sum of P's codes (a column of ones) flushed as o.
+  const bool row_sum_pv = pl.row_sum == steps::RowSum::pv;
   // flash3: the kernel's descales are the operands' per-tensor scales times the stage's.
   const float flash3_offset = pl.p.log2_scale;
   const float flash3_scale =
@@ -344,7 +346,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       for (int c = 0; c < bkv; ++c)
         p(r, c) = fused ? pl.exponential.fused_probability(s(r, c), pair_scale(r, c), offset)
                         : pl.exponential.probability(s(r, c), offset);
-      for (int lane = 0; lane < steps::kLanesPerRow; ++lane)
+      for (int lane = 0; lane < steps::kLanesPerRow && !row_sum_pv; ++lane)
         st.lanes[lane] = steps::update_row_sum(st.lanes[lane], alpha[std::size_t(r)], lane_sum(&p(r, 0), bkv, lane));
       st.m = m;
       st.offset = steps::carried_offset(m, offset);
@@ -409,6 +411,14 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
       }
       const MatrixCode d = mma::gemm(pv, {a, b, zero, pv.atom.block_scaled() ? &a_scales : nullptr,
                                           pv.atom.block_scaled() ? &b_scales : nullptr});
+      if (row_sum_pv) {
+        const MatrixCode ones = MatrixCode::Constant(width, 1, encode(pv.atom.b, 1.0));
+        const MatrixCode sums = mma::gemm(pv, {a, ones, MatrixCode::Zero(rows, 1)});
+        for (int r = 0; r < rows; ++r) {
+          float& l = state[std::size_t(r)].lanes[0];
+          l = steps::accumulate_output(l, j0 == 0 ? alpha[std::size_t(r)] : 1.0f, accumulator_value(pv.atom.d, sums(r, 0)));
+        }
+      }
       for (int r = 0; r < rows; ++r) {
         const float a_r = j0 == 0 ? alpha[std::size_t(r)] : 1.0f;  // later intervals of the block add plainly
         for (int c = 0; c < dv; ++c) {
@@ -425,6 +435,7 @@ std::uint64_t run_query_block(const Context& cx, const PreparedQ& pq, const Prep
   for (int r = 0; r < rows; ++r) {
     const RowState& st = state[std::size_t(r)];
     const float l = flash2 || flash3 ? flash2::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3])
+                    : row_sum_pv     ? st.lanes[0]
                                      : steps::combine_lanes(st.lanes[0], st.lanes[1], st.lanes[2], st.lanes[3]);
     if (flash3) {
       const float factor = flash3::output_scale(l, flash3_v_descale);

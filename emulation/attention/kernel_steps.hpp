@@ -20,6 +20,10 @@
 //   8. R         = P V through the MMA model, a fresh accumulator (+0) chained over the block's
 //                  k steps (Hopper FP8: FP22)
 //   9. o[c]      = fma_rn(o[c], alpha, R[c])                     (two-level accumulation: fp32)
+// With the row sum on the tensor cores (RowSum::pv), step 6 is left out and step 8 also computes
+// R_sum = the row's P codes times a column of ones (E4M3 1.0) through the same MMA model, from +0:
+//   9'. l        = fma_rn(l, alpha, R_sum)                        (accumulate_output: l as one more o)
+// one l a row, held by each of its 4 lanes alike (every column of the ones tile gives the same sum).
 // With the exponent's argument fused (ExpArgument::fused; SageAttention2's own kernel, preset
 // sage2-8b-ex2), steps 1 and 5 share one rounding: the pair's scale is fused_scale(scale) (never 0,
 // so a masked key's -inf stays -inf), step 2 takes its maximum over dequantize_score(acc, scale) as
@@ -31,7 +35,8 @@
 // saturates it), 2^-8 in the exponent at row maxima of 2^16 in log2 units, and beyond 2^24 exp2
 // can overflow, as in SageAttention2's kernel.
 // After the last block:
-//   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2)
+//   l   = (l_0 + l_1) + (l_2 + l_3)                              (the quad butterfly, xor 1 then 2;
+//                                                                 RowSum::pv: l as it is)
 //   out = mul_rn(mul_rn(o, div_rn(1, l)), v_scale[channel])       then rounded to the output format
 //   lse = mul_rn(add_rn(add_rn(offset, poly_log2(l)), bias), ln 2) (natural log of sum_j exp(q.k_j/sqrt d))
 // where bias = smoothing_bias(q, kbar) puts back the row bias q.kbar/sqrt(d) (in log2 units) that
@@ -232,6 +237,9 @@ LOWBIT_HD inline float carried_offset(float m, float offset) { return m == kNega
 LOWBIT_HD inline float probability(float score, float offset, const Exp2& exp2 = {}) {
   return exp2_up_to_highest(sub_rn(score, offset), exp2);
 }
+// Step 6's row sum: the 4 lanes' fp32 trees of p (the contract), or the P V MMA's sum of P's codes
+// (step 9'): l then weighs exactly the codes the outputs do, and the lanes add nothing.
+enum class RowSum : std::uint8_t { lanes, pv };
 // Steps 1 and 5 as two roundings (the contract: rounded_score) or one (fused: SageAttention2's kernel).
 enum class ExpArgument : std::uint8_t { rounded_score, fused };
 // The pair's scale in the fused steps: at least 2^-149 (a product of two scales can round to 0), so

@@ -20,6 +20,7 @@
 //      + add_score_correction(qbar . k') with Q smoothed; masked keys (causal: key > query, keys
 //      past the last) -inf
 //   2-6. m, offset (P's static scale folded into the exponent), alpha, p, the 4 lanes' row sums
+//      (row-sum=pv: none here; step 8's instruction sums P's codes, Pipeline::row_sum)
 //   7. P codes in P's format and scale
 //   8-9. two-level: R = P V through the PV instruction, a fresh accumulator (+0) per flush
 //      interval, o = accumulate_output(o, alpha, R) (later intervals of the block: alpha = 1);
@@ -27,7 +28,7 @@
 // The softmax stage flash2 replaces steps 2-6 and the end of each row by PyTorch's FlashAttention-2
 // (flash2_steps.hpp); flash3 and sage2-sm90 by FlashAttention-3's and SageAttention2's Hopper kernels
 // as released (flash3_steps.hpp, sage2_sm90_steps.hpp; sage2-sm90 also step 1's dequantization).
-// After the last block: l = combine_lanes, out = normalize_output(o, 1/l, V's channel scale)
+// After the last block: l = combine_lanes (row-sum=pv: l itself), out = normalize_output(o, 1/l, V's channel scale)
 // (+ the V mean), rounded to the output format; lse = log_sum_exp(offset, l, bias), bias the row
 // bias K smoothing removed (steps::smoothing_bias of the row, as the scores see it, and K's mean).
 //
@@ -252,6 +253,9 @@ struct Pipeline {
   MatmulStage qk, pv;
   PKeys p_keys = PKeys::natural;
   PStage p;
+  // Step 6's row sum (steps::RowSum): pv sums P's codes as one more column of V whose codes are all
+  // 1, through the P V instruction, flushed into l as o's columns are into o (every flush interval).
+  steps::RowSum row_sum = steps::RowSum::lanes;
   AccumulationStage accumulation;
   ExponentialStage exponential;
   Softmax softmax = Softmax::contract;

@@ -40,6 +40,7 @@ constexpr Named<Softmax> kSoftmaxes[]{{Softmax::contract, "contract"},
                                       {Softmax::sage2_sm90, "sage2-sm90"},
                                       {Softmax::sage2_sm89, "sage2-sm89"}};
 constexpr Named<PKeys> kPKeys[]{{PKeys::natural, "natural"}, {PKeys::registers, "registers"}};
+constexpr Named<steps::RowSum> kRowSums[]{{steps::RowSum::lanes, "lanes"}, {steps::RowSum::pv, "pv"}};
 constexpr Named<Quantizers> kQuantizers[]{{Quantizers::ieee, "ieee"}, {Quantizers::sageattention2, "sageattention2"}};
 
 template <class Enum, std::size_t n>
@@ -232,6 +233,9 @@ const std::vector<StageInfo>& stage_list() {
        "format's max per block of P; microscale: NVFP4 blocks, mx: MX blocks); ROUNDING of a static or per-block "
        "cast: nearest-even (default) or toward-zero (truncation, e.g. int8:127:toward-zero)"},
       {"accumulation", "two-level[:F]|in-place", "P V into o: fresh accumulators flushed every F MMAs (0: per KV block), or in place"},
+      {"row-sum", "lanes|pv",
+       "the softmax's row sum: the 4 lanes' fp32 trees of p, or the P V instruction's sum of P's codes (a column of "
+       "ones beside V, flushed as o is)"},
       {"exp2", "exact|poly5|poly6|sm90-ex2", "the softmax's exp2/log2: correctly rounded, the contract's polynomials, or MUFU.EX2 of sm_90 (bit for bit) with the polynomial log2"},
       {"exp2-argument", "rounded|fused",
        "exp2's argument: the rounded score minus the row offset (two roundings), or fma(accumulator, scale, -offset) "
@@ -347,6 +351,10 @@ std::optional<std::string> set_stage(Pipeline& pipeline, std::string_view assign
     } else {
       return error("not two-level[:F] or in-place");
     }
+  } else if (key == "row-sum") {
+    const auto row_sum = parse_enum(kRowSums, value);
+    if (!row_sum) return error("not lanes or pv");
+    pl.row_sum = *row_sum;
   } else if (key == "exp2") {
     ExponentialStage& e = pl.exponential;
     if (value == "exact") e.exact = true, e.exp2 = steps::exp2_polynomial();
@@ -418,6 +426,7 @@ std::vector<std::pair<std::string, std::string>> stage_values(const Pipeline& pl
       {"accumulation", pl.accumulation.mode == Accumulation::in_place
                            ? std::string("in-place")
                            : "two-level:" + std::to_string(pl.accumulation.mmas_per_flush)},
+      {"row-sum", std::string(name_of(kRowSums, pl.row_sum))},
       {"exp2", pl.exponential.name()},
       {"exp2-argument", std::string(name_of(kExpArguments, pl.exponential.argument))},
       {"softmax", std::string(name_of(kSoftmaxes, pl.softmax))},

@@ -280,6 +280,10 @@ std::optional<std::string> Pipeline::validate(int head_dim, int value_dim) const
     const bool p_blocks = p.scale == PScale::two_level || p.scale == PScale::microscale;
     if (accumulation.mode == Accumulation::in_place && p.scale != PScale::static_exponent)
       return std::string("in-place accumulation needs P's static scale (a per-block or per-row factor multiplies R first)");
+    if (row_sum == steps::RowSum::pv && (softmax != Softmax::contract || accumulation.mode != Accumulation::two_level ||
+                                  pv.on_values() || p.scale != PScale::static_exponent))
+      return std::string("row-sum=pv sums P's codes through the P V instruction, flushed as o is: it needs "
+                         "softmax=contract, accumulation=two-level, P V on codes (an instruction) and P's static scale");
     if (p_keys == PKeys::registers) {
       constexpr int kStep = layout::AccumulatorToA8::kGroupColumns;
       if (pv.on_values() || pv_instruction(value_dim).atom.k != kStep || tiling.block_kv % kStep != 0)

@@ -119,6 +119,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
   const bool sage2 = sage2_released(pl.softmax);  // raw accumulators, per-lane scales (sage2_sm90_steps.hpp)
   // The key at position j of a block's P V (p-keys=registers: each 32-key k step in register order).
   constexpr layout::AccumulatorToA8 p_map = layout::accumulator_to_a8(32);
+  const bool row_sum_pv = pl.row_sum == st::RowSum::pv;
   const auto key_at = [&](int j) { return pl.p_keys == PKeys::registers ? j / 32 * 32 + p_map.key_of_column[std::size_t(j % 32)] : j; };
   const int sage2_dequantized =
       pl.softmax == Softmax::sage2_sm89 ? sage2_sm90::kDequantizedBlocksSm89 : sage2_sm90::kDequantizedBlocksSm90;
@@ -291,7 +292,7 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                   : flash3 ? flash3::probability(acc[std::size_t(j)], sm3, flash3::scaled_max(m_new, sm3, offset3))
                   : fused  ? pl.exponential.fused_probability(acc[std::size_t(j)], scale[std::size_t(j)], offset_new)
                            : pl.exponential.probability(s[std::size_t(j)], offset_new);
-            for (int lane = 0; lane < 4; ++lane)
+            for (int lane = 0; lane < 4 && !row_sum_pv; ++lane)
               lanes[lane] = flash2 || flash3 ? flash2::lane_sum(lanes[lane], alpha, p.data(), bkv, lane)
                                              : st::update_row_sum(lanes[lane], alpha, lane_tree_sum(p, lane));
             m = m_new;
@@ -377,9 +378,15 @@ PlainResult plain_forward(const Pipeline& pl, const Tensor4& q_in, const Tensor4
                 if (has_factor) R = st::mul_rn(R, factor);
                 o[std::size_t(c)] = st::accumulate_output(o[std::size_t(c)], j0 == 0 ? alpha : 1.0f, R);
               }
+              if (row_sum_pv) {  // P's codes times a column of ones, flushed into l as o
+                const MatrixCode ones = MatrixCode::Constant(width, 1, encode(pv->atom.b, 1.0));
+                const MatrixCode sum = mma::gemm(*pv, {pa, ones, MatrixCode::Zero(1, 1)});
+                lanes[0] = st::accumulate_output(lanes[0], j0 == 0 ? alpha : 1.0f, accumulator_float(pv->atom.d, sum(0, 0)));
+              }
             }
           }
           const float l = flash2 || flash3 ? flash2::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3])
+                          : row_sum_pv     ? lanes[0]
                                            : st::combine_lanes(lanes[0], lanes[1], lanes[2], lanes[3]);
           const float inverse = flash2 ? flash2::inverse_row_sum(l) : st::inverse_row_sum(l);
           const std::size_t at = (std::size_t(b) * q_in.heads + h) * N + row;

@@ -237,6 +237,10 @@ TEST_CASE("stage variants: flush intervals, Q and V smoothing, other granulariti
       {"sage2-8b", {"exp2-argument=fused"}},
       {"sage2-8b", {"exp2-argument=fused", "exp2=exact", "kv-order=descending"}},
       {"fa2-fp16", {"exp2-argument=fused", "exp2=sm90-ex2"}},
+      // The row sums by the P V instruction, over whole blocks and per flush interval.
+      {"sage2-8b-ex2", {"row-sum=pv"}},
+      {"sage2-8b", {"row-sum=pv", "accumulation=two-level:1", "kv-order=descending", "p-keys=registers"}},
+      {"sage2-4b", {"row-sum=pv"}},
   };
   for (const auto& [name, sets] : variants) {
     Pipeline p = preset(name, 64);
@@ -600,4 +604,43 @@ TEST_CASE("descending KV blocks: a causal row meets its masked blocks first and 
     CHECK(std::bit_cast<std::uint32_t>(down.lse[0]) == std::bit_cast<std::uint32_t>(up.lse[0]));
     for (std::size_t c = 0; c < std::size_t(d); ++c) CHECK(down.output_codes[c] == up.output_codes[c]);
   }
+}
+
+TEST_CASE("row-sum=pv: l from the P V instruction's sum of P's codes, not the lanes'; only where it is defined",
+          "[attention][sage2-8b]") {
+  const Tensor4 q = random_tensor(1, 2, 300, 128, 91, 0.5), k = random_tensor(1, 1, 300, 128, 92, 3.0),
+                v = random_tensor(1, 1, 300, 128, 93, 2.0);
+  const Pipeline lanes = preset("sage2-8b-ex2", 128);
+  Pipeline pv = lanes;
+  REQUIRE_FALSE(set_stage(pv, "row-sum=pv"));
+  CHECK(stage_values(pv) != stage_values(lanes));
+  for (bool causal : {false, true}) {
+    const ForwardResult a = forward(lanes, q, k, v, {.causal = causal}), b = forward(pv, q, k, v, {.causal = causal});
+    // Another l, so other outputs and LSEs; the outputs' numerators (o) are the same P V either way.
+    std::size_t outputs = 0, lses = 0;
+    for (std::size_t i = 0; i < a.output_codes.size(); ++i) outputs += a.output_codes[i] != b.output_codes[i];
+    for (std::size_t i = 0; i < a.lse.size(); ++i) lses += bits(a.lse[i]) != bits(b.lse[i]);
+    CHECK(outputs > a.output_codes.size() / 10);
+    CHECK(lses > a.lse.size() / 10);
+    // Both are attention: the sums differ by P's rounding to E4M3 (at most 2^-4 relative, every p rounded
+    // the same way) and the FP22 sum's truncations (2^-13 relative a k step, 4 steps a block).
+    const float bound = float(std::log1p(0x1p-4) + 4 * 0x1p-13);
+    float largest = 0;
+    for (std::size_t i = 0; i < a.lse.size(); ++i) largest = std::max(largest, std::abs(a.lse[i] - b.lse[i]));
+    CHECK(largest < bound);
+    CHECK(largest > 0);
+  }
+  for (const char* other : {"accumulation=in-place", "pv=fp32-fma:wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3",
+                            "p=e4m3:per-block"}) {
+    Pipeline p = pv;
+    INFO(other);
+    REQUIRE_FALSE(set_stage(p, other));
+    const auto why = p.validate(128, 128);
+    REQUIRE(why);
+    CHECK_THAT(*why, Catch::Contains("row-sum=pv"));
+  }
+  Pipeline fa3 = preset("fa3-fp8", 128);
+  REQUIRE_FALSE(set_stage(fa3, "row-sum=pv"));
+  CHECK(fa3.validate(128, 128));
+  CHECK(set_stage(pv, "row-sum=quad"));
 }
