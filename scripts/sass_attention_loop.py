@@ -46,15 +46,16 @@ def fail(message):
     sys.exit(f"sass_attention_loop: {message}")
 
 
-def one_instantiation(source, out_type, head_dim, causal, exp2, schedule):
-    """The source with its launch functions replaced by one that instantiates the chosen kernel."""
+def one_instantiation(source, out_type, head_dim, causal, exp2, schedule, row_sum):
+    """The source with its launch functions replaced by one that instantiates the chosen kernel (the row
+    sums named only where they are not the lanes', so that sources before steps::RowSum compile too)."""
     text = source.read_text()
     starts = [text.index(mark) for mark in FIRST_LAUNCH if mark in text]
     if not starts or NAMESPACE_END not in text:
         fail(f"{source}: none of {FIRST_LAUNCH} or no '{NAMESPACE_END}' to cut the launch functions at")
     start, end = min(starts), text.index(NAMESPACE_END)
     launch = f"""void launch_attention(const AttentionParams& p, const Sage2Problem&, std::uintptr_t stream) {{
-  attention_for<{out_type}, {head_dim}, {str(causal).lower()}, steps::Exp2Unit::{exp2}, false, false, Sage2Schedule::{schedule}>(p, reinterpret_cast<cudaStream_t>(stream));
+  attention_for<{out_type}, {head_dim}, {str(causal).lower()}, steps::Exp2Unit::{exp2}, false, false, Sage2Schedule::{schedule}{row_sum}>(p, reinterpret_cast<cudaStream_t>(stream));
 }}
 """
     return text[:start] + launch + text[end:]
@@ -66,7 +67,8 @@ def compile_kernel(source, args, work, nvdisasm):
     exp2 = {"sm90-ex2": "sm90_ex2", "poly5": "polynomial"}[args.exp2]
     work.mkdir(parents=True, exist_ok=True)
     copy = work / "sage2_kernels.cu"  # the same name for every source: the anonymous namespace's name follows it
-    copy.write_text(one_instantiation(source, out_type, args.head_dim, args.causal == "yes", exp2, args.schedule))
+    row_sum = ", steps::RowSum::pv" if args.row_sum == "pv" else ""
+    copy.write_text(one_instantiation(source, out_type, args.head_dim, args.causal == "yes", exp2, args.schedule, row_sum))
     cubin = work / "kernel.cubin"
     defines = [f"-D{d}" for d in args.define]
     built = subprocess.run(["nvcc", *NVCC_FLAGS, *defines, str(copy), "-o", str(cubin)], capture_output=True, text=True)
@@ -159,6 +161,8 @@ def main():
     parser.add_argument("--exp2", choices=("sm90-ex2", "poly5"), default="sm90-ex2")
     parser.add_argument("--dtype", choices=("fp16", "bf16"), default="fp16", help="the output type")
     parser.add_argument("--schedule", choices=("serial", "overlapped"), default="serial", help="the kernel's schedule (Sage2Schedule)")
+    parser.add_argument("--row-sum", choices=("lanes", "pv"), default="lanes",
+                        help="the softmax's row sums: the lanes', or the P V wgmma's (steps::RowSum::pv)")
     parser.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                         help="a preprocessor definition for nvcc, as a build with CMAKE_CUDA_FLAGS=-DNAME=VALUE has it; repeatable")
     parser.add_argument("--against", help="another version of the source, compared instruction by instruction")
@@ -176,7 +180,8 @@ def main():
             fail(f"{source}: no such file")
     with tempfile.TemporaryDirectory() as scratch:
         root = pathlib.Path(args.keep or scratch)
-        print(f"{KERNEL}<{args.dtype}, d = {args.head_dim}, causal {args.causal}, {args.exp2}, {args.schedule}>, sm_90a")
+        print(f"{KERNEL}<{args.dtype}, d = {args.head_dim}, causal {args.causal}, {args.exp2}, {args.schedule}, "
+              f"row sums {args.row_sum}>, sm_90a")
         results = []
         for tag, source in zip(("source", "against"), sources):
             resources, instructions, labels = compile_kernel(source, args, root / tag, nvdisasm)

@@ -34,6 +34,7 @@ attention::Pipeline sage2_8b(const Sage2Problem& p) {
   pl.output = element_format(p.dtype);
   if (p.in_place) pl.accumulation = {attention::Accumulation::in_place, 0};
   pl.smoothing.v = p.smooth_v;
+  pl.row_sum = p.row_sum;
   return pl;
 }
 

@@ -25,7 +25,8 @@ under the same conditions, each round in an order drawn anew (--order fixed: alw
 kernel always starts at the clock one other kernel left); --burst B makes each turn B launches of a kernel,
 the first B // 2 not counted (the clock moving from the kernel before to the kernel's own). After
 every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz); every launch's
-time and clock go to <out>/launches.json. --alt-library NAME=PATH adds another build of the library
+time and clock go to <out>/launches.json. --row-sum lanes,pv adds the kernels with the row sums by the
+P V wgmma (lowbit_ex2_pv, row-sum=pv). --alt-library NAME=PATH adds another build of the library
 (a kernel variant) to the turns, its kernels named lowbit...@NAME: two builds side by side under the
 same clocks.
 """
@@ -152,6 +153,14 @@ def cosine(x, y):
     return float(x @ y / (x.norm() * y.norm()))
 
 
+def library_kernels(args):
+    """(exp2, schedule, row_sum) of each library kernel to time: every combination of --exp2, --schedule
+    and --row-sum that has an instance (row sums by P V: sm90-ex2, serial)."""
+    return [(exp2, schedule, row_sum) for exp2 in args.exp2.split(",") for schedule in args.schedule.split(",")
+            for row_sum in args.row_sum.split(",")
+            if row_sum == "lanes" or (exp2 == "sm90-ex2" and schedule == "serial")]
+
+
 def time_shape_in_turn(gpu, libraries, args, d, causal, n):
     """lowbit's kernels (each exp2 unit and schedule: the kernel on operands quantized once, and end to
     end; from each library of `libraries`, suffix -> Library, "" the main one and "@NAME" the
@@ -166,15 +175,15 @@ def time_shape_in_turn(gpu, libraries, args, d, causal, n):
         q, k, v = (attention_like((b, n, h, d), amplitude) for amplitude in ATTENTION_LIKE_BIAS)
     outputs, runs = {}, {}
     for suffix, library in libraries.items():
-        for exp2 in args.exp2.split(","):
-            for schedule in args.schedule.split(","):
-                name = ("lowbit_ex2" if exp2 == "sm90-ex2" else "lowbit") + ("" if schedule == "serial" else "_" + schedule)
-                attn = gpu.Sage2Attention(b, h, n, d, causal=causal, layout="bnhd", schedule=schedule, library=library,
-                                          exp2="polynomial" if exp2 == "poly5" else exp2)
-                out, lse = attn(q, k, v)
-                outputs[name + suffix] = out
-                runs[name + suffix] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
-                runs[name + "_e2e" + suffix] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
+        for exp2, schedule, row_sum in library_kernels(args):
+            name = (("lowbit_ex2" if exp2 == "sm90-ex2" else "lowbit") + ("_pv" if row_sum == "pv" else "")
+                    + ("" if schedule == "serial" else "_" + schedule))
+            attn = gpu.Sage2Attention(b, h, n, d, causal=causal, layout="bnhd", schedule=schedule, library=library,
+                                      exp2="polynomial" if exp2 == "poly5" else exp2, row_sum=row_sum)
+            out, lse = attn(q, k, v)
+            outputs[name + suffix] = out
+            runs[name + suffix] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
+            runs[name + "_e2e" + suffix] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
     if have_fa3():
         import fa3_fwd_interface as fa3
 
@@ -234,6 +243,9 @@ def main() -> int:
     parser.add_argument("--exp2", default="poly5,sm90-ex2", help="the kernels' exp2 units (bench_attention --exp2)")
     parser.add_argument("--schedule", default="serial",
                         help="the attention kernel's schedules (bench_attention --schedule): serial, overlapped")
+    parser.add_argument("--row-sum", default="lanes",
+                        help="with --library: the kernels' row sums, lanes and/or pv (the P V wgmma's: lowbit_ex2_pv, "
+                             "with sm90-ex2 and the serial schedule)")
     parser.add_argument("--inputs", choices=("normal", "attention-like"), default="normal",
                         help="with --library: the values every kernel gets: random normal, or the binary's kind "
                              "(a channel bias in Q, K and V, the largest in K)")
@@ -383,8 +395,8 @@ def print_table(rows):
     kernels = ["lowbit", "lowbit_e2e", "lowbit_ex2", "lowbit_ex2_e2e"]
     kernels += [k for k in sorted({r[0] for r in rows}) if k.startswith("lowbit") and k not in kernels]  # schedules, builds
     kernels += ["sdpa_flash", "sdpa_cudnn", "fa3_fp8", "fa3_bf16"]
-    # The other schedules' and builds' (--alt-library) ratios to FA3 FP8 too.
-    scheduled = [k for k in kernels if k.startswith("lowbit_ex2_overlapped") or k.startswith("lowbit_ex2@")]
+    # The other schedules', row sums' and builds' (--alt-library) ratios to FA3 FP8 too.
+    scheduled = [k for k in kernels if k.startswith(("lowbit_ex2_overlapped", "lowbit_ex2_pv", "lowbit_ex2@"))]
     print(f"{'d':>4} {'causal':>6} {'n':>6} " + " ".join(f"{k:>14}" for k in kernels)
           + f" {'ex2 x flash':>11} {'ex2 x cudnn':>11} {'ex2e2e x fl':>11} {'ex2 x fa3':>11} {'e2e x fa3':>11}"
           + "".join(f" {k.replace('lowbit_ex2_', '') + ' x fa3':>18}" for k in scheduled))

@@ -132,6 +132,12 @@ std::optional<std::string> Sage2Problem::validate() const {
   if (schedule != Sage2Schedule::serial && (in_place || smooth_v))
     return std::string("the ") + schedule_name(schedule) + " schedule is built for the presets' instances: not with " +
            (in_place ? "in-place accumulation" : "smooth V");
+  using lowbit::attention::steps::RowSum;
+  if (row_sum != RowSum::lanes && row_sum != RowSum::pv) return "row_sum must be lanes or pv";
+  if (row_sum == RowSum::pv &&
+      (in_place || smooth_v || schedule != Sage2Schedule::serial || exp2 != lowbit::attention::steps::Exp2Unit::sm90_ex2))
+    return "row sums by P V (row-sum=pv) are built for the serial schedule with two-level accumulation, V not "
+           "smoothed and the exp2 sm90-ex2 only";
   return std::nullopt;
 }
 

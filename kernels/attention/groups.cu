@@ -44,6 +44,7 @@ void upload_groups(int head_dim) {
     upload_attention_groups(both);
     upload_in_place_attention_groups(both);
     upload_smooth_v_attention_groups(both);
+    upload_pv_row_sum_attention_groups(both);
   });
   if (!failure.empty()) throw std::logic_error(failure);
   (void)head_dim;

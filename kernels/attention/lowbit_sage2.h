@@ -2,7 +2,8 @@
  * shared library liblowbit_sage2.so, so that any process (Python through ctypes, next to PyTorch or
  * FlashAttention) launches them on its own device buffers and streams. What they compute is
  * sage2_attention.hpp's contract: the emulated preset sage2-8b (exp2 = polynomial) or sage2-8b-ex2
- * (exp2 = sm90-ex2) predicts every bit of the output and of the LSE.
+ * (exp2 = sm90-ex2), with row-sum=pv where row_sum is LOWBIT_SAGE2_ROW_SUM_PV, predicts every bit of
+ * the output and of the LSE.
  *
  * A workspace holds a problem and the device buffers of its quantized operands. Calls return 0;
  * LOWBIT_SAGE2_INVALID for a problem, pointer or workspace they refuse (the problem's validation, a
@@ -27,13 +28,14 @@ extern "C" {
 #endif
 
 /* Raised whenever a struct or a function's signature changes. */
-#define LOWBIT_SAGE2_ABI_VERSION 1
+#define LOWBIT_SAGE2_ABI_VERSION 2
 
 enum { LOWBIT_SAGE2_OK = 0, LOWBIT_SAGE2_INVALID = 1, LOWBIT_SAGE2_FAILED = 2 };
 enum { LOWBIT_SAGE2_FP16 = 0, LOWBIT_SAGE2_BF16 = 1 };
 enum { LOWBIT_SAGE2_BHND = 0, LOWBIT_SAGE2_BNHD = 1 };
 enum { LOWBIT_SAGE2_EXP2_POLYNOMIAL = 0, LOWBIT_SAGE2_EXP2_SM90_EX2 = 1 };
 enum { LOWBIT_SAGE2_SERIAL = 0, LOWBIT_SAGE2_OVERLAPPED = 1 };
+enum { LOWBIT_SAGE2_ROW_SUM_LANES = 0, LOWBIT_SAGE2_ROW_SUM_PV = 1 };
 
 typedef struct lowbit_sage2_problem {
   int32_t batch, heads_q, heads_kv, tokens, head_dim;
@@ -42,6 +44,7 @@ typedef struct lowbit_sage2_problem {
   int32_t layout;   /* LOWBIT_SAGE2_BHND, LOWBIT_SAGE2_BNHD */
   int32_t exp2;     /* LOWBIT_SAGE2_EXP2_POLYNOMIAL, LOWBIT_SAGE2_EXP2_SM90_EX2 */
   int32_t schedule; /* LOWBIT_SAGE2_SERIAL, LOWBIT_SAGE2_OVERLAPPED */
+  int32_t row_sum;  /* LOWBIT_SAGE2_ROW_SUM_LANES, LOWBIT_SAGE2_ROW_SUM_PV (serial, exp2 sm90-ex2) */
 } lowbit_sage2_problem;
 
 typedef struct lowbit_sage2_workspace lowbit_sage2_workspace;

@@ -19,6 +19,7 @@ inline std::optional<std::string> invalid_field(const lowbit_sage2_problem& c) {
   if (outside(c.layout, 2)) return "layout must be 0 (bhnd) or 1 (bnhd), not " + std::to_string(c.layout);
   if (outside(c.exp2, 2)) return "exp2 must be 0 (polynomial) or 1 (sm90-ex2), not " + std::to_string(c.exp2);
   if (outside(c.schedule, 2)) return "schedule must be 0 (serial) or 1 (overlapped), not " + std::to_string(c.schedule);
+  if (outside(c.row_sum, 2)) return "row_sum must be 0 (lanes) or 1 (pv), not " + std::to_string(c.row_sum);
   return std::nullopt;
 }
 
@@ -36,6 +37,8 @@ inline Sage2Problem to_sage2_problem(const lowbit_sage2_problem& c) {
   p.exp2 = c.exp2 == LOWBIT_SAGE2_EXP2_SM90_EX2 ? lowbit::attention::steps::Exp2Unit::sm90_ex2
                                                : lowbit::attention::steps::Exp2Unit::polynomial;
   p.schedule = c.schedule == LOWBIT_SAGE2_OVERLAPPED ? Sage2Schedule::overlapped : Sage2Schedule::serial;
+  p.row_sum = c.row_sum == LOWBIT_SAGE2_ROW_SUM_PV ? lowbit::attention::steps::RowSum::pv
+                                                   : lowbit::attention::steps::RowSum::lanes;
   return p;
 }
 

@@ -79,6 +79,10 @@ struct Sage2Problem {
   bool smooth_v = false;
   // The attention kernel's schedule (the presets' instances only: not with in_place or smooth_v).
   Sage2Schedule schedule = Sage2Schedule::serial;
+  // The emulated pipeline's row-sum (steps::RowSum): the 4 lanes' fp32 trees of p, or pv: the P V
+  // wgmma's sum of P's codes over a tile of ones (one m64n8 wgmma beside each P V k step), flushed
+  // into l as o; built for the serial schedule's two-level instances with the exp2 sm90-ex2.
+  lowbit::attention::steps::RowSum row_sum = lowbit::attention::steps::RowSum::lanes;
 
   // Why the kernels cannot run this problem (head dim, head counts, sizes, a stage choice without
   // an instance), or nothing.

@@ -27,6 +27,8 @@ void upload_attention_groups(const quant::QkGroups (&both)[2]) { copy_groups_to_
 void launch_attention(const AttentionParams& p, const Sage2Problem& problem, std::uintptr_t stream) {
   if (problem.in_place) return launch_in_place_attention(p, problem.head_dim, problem.causal, problem.smooth_v, stream);
   if (problem.smooth_v) return launch_smooth_v_attention(p, problem.head_dim, problem.causal, stream);
+  if (problem.row_sum == steps::RowSum::pv)
+    return launch_pv_row_sum_attention(p, problem.dtype, problem.head_dim, problem.causal, stream);
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   if (problem.dtype == DType::fp16) preset_attention<__half>(p, problem, s);
   else preset_attention<__nv_bfloat16>(p, problem, s);

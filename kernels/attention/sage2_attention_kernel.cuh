@@ -17,12 +17,16 @@
 //     share, one bulk copy per tile (the tiles are stored in shared-memory order); each stage has a
 //     "full" mbarrier (its bytes landed) and an "empty" one (every unit reading it released it),
 //     and its refills go round robin to the units.
-// Two stages of the emulated pipeline are compile-time choices beside the presets' (forward.cpp):
+// Three stages of the emulated pipeline are compile-time choices beside the presets' (forward.cpp):
 //   InPlace: o = mul_rn(o, alpha), then P V accumulates onto o from its first k32 step (o stays in
 //     the FP22 accumulator across KV blocks; no step 9);
 //   SmoothV: V was quantized minus its mean over the keys; each output takes the mean back,
-//     add_value_mean after normalize_output, before the output's rounding.
-// With both off the kernel's code is the presets' kernel's. In place is not tuned for speed: its
+//     add_value_mean after normalize_output, before the output's rounding;
+//   RowSum (row-sum=pv): no step 6; beside each P V k32 step an m64n8 wgmma multiplies P by 8 rows of
+//     E4M3 ones in shared memory (one tile for every stage), and its sum goes into l as R into o
+//     (step 9'), so a thread's l is its rows' whole sum: no butterfly at the end. 62 FADD fewer a
+//     KV block and thread at block_kv = 128, for 4 small wgmmas.
+// With all three off the kernel's code is the presets' kernel's. In place is not tuned for speed: its
 // loop has about 64 local loads and stores at d = 128 and 20 at d = 64, where ptxas also serializes
 // the wgmmas (C7514): o is the wgmma's accumulator across the whole loop, beside S's (copying o into
 // a fresh accumulator per block spilled as much).
@@ -89,7 +93,7 @@ __device__ inline float rescale(float old_offset, float new_offset) {
 // slower than the serial one at every measured shape (0.79-0.94x on an H100): fewer warps share
 // the SM, and the issue slots, not the tensor cores, bound the kernel. Every choice here was timed
 // side by side; docs/attention-kernel-tuning.md has the measurements and their commits.
-template <int HeadDim, Sage2Schedule Schedule>
+template <int HeadDim, Sage2Schedule Schedule, steps::RowSum RowSum = steps::RowSum::lanes>
 struct AttentionShape {
   static constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim);
   static constexpr bool kOverlapped = Schedule == Sage2Schedule::overlapped;
@@ -118,11 +122,15 @@ struct AttentionShape {
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
   // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
-  // and of the V^T tile (d x block_kv), all K-major without swizzle (kernels/sm90/smem_layout.hpp).
+  // and of the V^T tile (d x block_kv), then the ones, all K-major without swizzle
+  // (kernels/sm90/smem_layout.hpp).
   static constexpr int kQBytes = 64 * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
-  static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVBytes);
+  // Row sums by the tensor cores (steps::RowSum::pv): 8 rows of E4M3 ones, one per key, after the
+  // stages: the B operand of an m64n8 wgmma beside each P V.
+  static constexpr int kOnesBytes = RowSum == steps::RowSum::pv ? 8 * recipe.block_kv : 0;
+  static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVBytes) + kOnesBytes;
   // sm_90: 228 KiB of shared memory an SM, 1 KiB of it reserved per block; the kernel's static
   // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
   static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
@@ -175,10 +183,12 @@ constexpr bool warp_holds_16_rows() {
   return true;
 }
 
-template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule>
-__global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, AttentionShape<HeadDim, Schedule>::kBlocksPerSm)
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule,
+          steps::RowSum RowSum>
+__global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kThreads,
+                                  AttentionShape<HeadDim, Schedule, RowSum>::kBlocksPerSm)
     sage2_attention_kernel(const AttentionParams p) {
-  using Shape = AttentionShape<HeadDim, Schedule>;
+  using Shape = AttentionShape<HeadDim, Schedule, RowSum>;
   constexpr Sage2HopperRecipe recipe = sage2_8b_hopper(HeadDim, Exp2Unit);
   constexpr int kBlockQ = recipe.block_q, kBlockKv = recipe.block_kv, kUnits = Shape::kUnitsPerBlock;
   static_assert(kBlockQ == 64 * Shape::kUnitsPerQBlock && recipe.consumer_warps % 4 == 0,
@@ -199,6 +209,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* k_tiles = smem + kUnits * Shape::kQBytes;
   std::uint8_t* v_tiles = k_tiles + Shape::kStages * Shape::kKBytes;
+  std::uint8_t* ones_tile = v_tiles + Shape::kStages * Shape::kVBytes;
+  // Row sums by the tensor cores: serial and two-level only (Sage2Problem::validate).
+  constexpr bool kPvRowSum = RowSum == steps::RowSum::pv;
+  static_assert(!kPvRowSum || (Schedule == Sage2Schedule::serial && !InPlace), "row sums by P V: serial, two-level");
+  using SumWgmma = sm90::WgmmaE4m3<8>;
 
   // This warpgroup's unit (broadcast from lane 0: the compiler then keeps what derives from it, the
   // wgmma descriptors, in uniform registers); blocks of the longest units first when causal.
@@ -286,6 +301,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
   if constexpr (kQTilesFirst) {
     if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
   }
+  if constexpr (kPvRowSum) {  // written before the barrier, made visible to wgmma's (async) reads
+    for (int word = threadIdx.x; word < Shape::kOnesBytes / 4; word += Shape::kThreads)
+      reinterpret_cast<std::uint32_t*>(ones_tile)[word] = 0x38383838u;  // 0b00111000 = E4M3 1.0, four times
+    sm90::fence_async_shared();
+  }
   if (threadIdx.x == 0) ring.init(kUnits * kReleasesPerUnit);
   __syncthreads();
   if (threadIdx.x == 0)
@@ -317,6 +337,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
   const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
   const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
+  const std::uint64_t ones_descriptor = sm90::matrix_descriptor(ones_tile, v_layout);
 
   // The steps of one KV block as functions of their registers, for the overlapped schedule, which runs
   // them in its own order. The serial loop below has them written out: calling these, it compiled to
@@ -463,7 +484,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
         STile::map_row(x, h, [&](float s) {
           return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);
         }, p_row);
-        l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
+        if constexpr (!kPvRowSum) l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
       }
       std::uint32_t p_codes[kPGroups][4];
       STile::to_a8(x, p_codes, [](float p0, float p1, float p2, float p3) { return steps::e4m3_code_quad(p0, p1, p2, p3); });
@@ -481,10 +502,22 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
       for (int g = 0; g < kPGroups; ++g)
         PvWgmma::mma(pv_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
                      InPlace || g > 0);
+      // Step 8 with RowSum::pv: R_sum = P times the ones, from +0 over the same k32 steps (its 4 values:
+      // R_sum of row r twice, then of row r + 8 twice).
+      float sum_acc[SumWgmma::kRegisters];
+      if constexpr (kPvRowSum)
+#pragma unroll
+        for (int g = 0; g < kPGroups; ++g)
+          SumWgmma::mma(sum_acc, p_codes[g], sm90::advance(ones_descriptor, v_layout.slice_offset(g, PvWgmma::kK)), g > 0);
       sm90::wgmma_commit();
       if (Shape::kRefillAtPv) refill(i - 1);
       sm90::wgmma_wait<0>();
       sm90::fence_registers(pv_acc);
+      if constexpr (kPvRowSum) {  // step 9'
+        sm90::fence_registers(sum_acc);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) l[h] = steps::accumulate_output(l[h], alpha[h], sum_acc[2 * h]);
+      }
       if constexpr (kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);
       if (Shape::kReleaseAtBarrier) release(i);
       // Step 9: two-level accumulation.
@@ -569,7 +602,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
   for (int h = 0; h < 2; ++h) {
     const float l0 = __shfl_sync(0xffffffffu, l[h], quad), l1 = __shfl_sync(0xffffffffu, l[h], quad + 1);
     const float l2 = __shfl_sync(0xffffffffu, l[h], quad + 2), l3 = __shfl_sync(0xffffffffu, l[h], quad + 3);
-    const float row_sum = steps::combine_lanes(l0, l1, l2, l3);
+    const float row_sum = kPvRowSum ? l[h] : steps::combine_lanes(l0, l1, l2, l3);
     inverse_l[h] = steps::inverse_row_sum(row_sum);
     lse[h] = steps::log_sum_exp(offset[h], row_sum, p.q_bias[q_head * p.padded_q + q0 + row0 + 8 * h]);
   }
@@ -648,10 +681,11 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule>::kThreads, A
 
 }  // namespace
 
-template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule>
+template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule,
+          steps::RowSum RowSum = steps::RowSum::lanes>
 void attention_for(const AttentionParams& p, cudaStream_t stream) {
-  using Shape = AttentionShape<HeadDim, Schedule>;
-  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit, InPlace, SmoothV, Schedule>;
+  using Shape = AttentionShape<HeadDim, Schedule, RowSum>;
+  const auto kernel = sage2_attention_kernel<Out, HeadDim, Causal, Exp2Unit, InPlace, SmoothV, Schedule, RowSum>;
   static const bool configured = [&] {
     check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kBytes),
                "cudaFuncSetAttribute (attention shared memory)");
@@ -664,14 +698,15 @@ void attention_for(const AttentionParams& p, cudaStream_t stream) {
 }
 
 // The instance for a head dimension (64 or 128, Sage2Problem::validate) and the mask.
-template <class Out, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule = Sage2Schedule::serial>
+template <class Out, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule = Sage2Schedule::serial,
+          steps::RowSum RowSum = steps::RowSum::lanes>
 void attention_for_shape(const AttentionParams& p, int head_dim, bool causal, cudaStream_t s) {
   if (head_dim == 64)
-    causal ? attention_for<Out, 64, true, Exp2Unit, InPlace, SmoothV, Schedule>(p, s)
-           : attention_for<Out, 64, false, Exp2Unit, InPlace, SmoothV, Schedule>(p, s);
+    causal ? attention_for<Out, 64, true, Exp2Unit, InPlace, SmoothV, Schedule, RowSum>(p, s)
+           : attention_for<Out, 64, false, Exp2Unit, InPlace, SmoothV, Schedule, RowSum>(p, s);
   else
-    causal ? attention_for<Out, 128, true, Exp2Unit, InPlace, SmoothV, Schedule>(p, s)
-           : attention_for<Out, 128, false, Exp2Unit, InPlace, SmoothV, Schedule>(p, s);
+    causal ? attention_for<Out, 128, true, Exp2Unit, InPlace, SmoothV, Schedule, RowSum>(p, s)
+           : attention_for<Out, 128, false, Exp2Unit, InPlace, SmoothV, Schedule, RowSum>(p, s);
 }
 
 }  // namespace lowbit::kernels::attention::detail

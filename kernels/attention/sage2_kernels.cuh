@@ -55,15 +55,18 @@ void upload_quantize_groups(const quant::QkGroups (&both)[2]);
 void upload_attention_groups(const quant::QkGroups (&both)[2]);
 void upload_in_place_attention_groups(const quant::QkGroups (&both)[2]);
 void upload_smooth_v_attention_groups(const quant::QkGroups (&both)[2]);
+void upload_pv_row_sum_attention_groups(const quant::QkGroups (&both)[2]);
 
 void launch_statistics(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
 void launch_quantize(const QuantizeParams& p, DType dtype, int head_dim, std::uintptr_t stream);
 // The attention kernel's instance for the problem's output type, head dimension, mask, exp2 unit,
 // accumulation and V smoothing (sage2_attention_kernel.cu): the presets' instances there; in place,
 // V smoothed or not (sage2_attention_in_place.cu), and V smoothed alone (sage2_attention_smooth_v.cu),
-// for kInPlaceSmoothVDtype and kInPlaceSmoothVExp2 (Sage2Problem::validate).
+// for kInPlaceSmoothVDtype and kInPlaceSmoothVExp2; the row sums by P V (sage2_attention_pv_row_sum.cu),
+// serial, MUFU.EX2, fp16 and bf16 output (Sage2Problem::validate).
 void launch_attention(const AttentionParams& p, const Sage2Problem& problem, std::uintptr_t stream);
 void launch_in_place_attention(const AttentionParams& p, int head_dim, bool causal, bool smooth_v, std::uintptr_t stream);
 void launch_smooth_v_attention(const AttentionParams& p, int head_dim, bool causal, std::uintptr_t stream);
+void launch_pv_row_sum_attention(const AttentionParams& p, DType dtype, int head_dim, bool causal, std::uintptr_t stream);
 
 }  // namespace lowbit::kernels::attention::detail

@@ -45,6 +45,7 @@ __device__ inline void fence_registers(T (&d)[R]) {
   for (int i = 0; i < R; ++i) asm volatile("" : "+r"(reinterpret_cast<std::uint32_t&>(d[i])) :: "memory");
 }
 
+#define LOWBIT_SM90_REGS_4 "%0, %1, %2, %3"
 #define LOWBIT_SM90_REGS_32                                                                                       \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, " \
   "%24, %25, %26, %27, %28, %29, %30, %31"
@@ -134,6 +135,7 @@ using WgmmaE4m3Shared = WgmmaSharedF32<N, 32>;
 
 LOWBIT_SM90_WGMMA_S8(64, 32, 32, 33, 34)
 LOWBIT_SM90_WGMMA_S8(128, 64, 64, 65, 66)
+LOWBIT_SM90_WGMMA_E4M3(8, 4, 4, 5, 6, 7, 8, 9)
 LOWBIT_SM90_WGMMA_E4M3(64, 32, 32, 33, 34, 35, 36, 37)
 LOWBIT_SM90_WGMMA_E4M3(128, 64, 64, 65, 66, 67, 68, 69)
 LOWBIT_SM90_WGMMA_SS_F32(64, 16, 32, "f32.bf16.bf16", 32, 33, 34, ", 1, 1, 0, 0")

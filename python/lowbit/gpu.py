@@ -4,8 +4,8 @@ The kernels come from liblowbit_sage2.so (the C interface kernels/attention/lowb
 CMake beside the kernels: build/kernels/liblowbit_sage2.so), loaded with ctypes; this module needs
 neither lowbit's C++ core nor a Python of the build's version, so it can be loaded from its file
 alone on a GPU machine (experiments/bench/bench_attention.py --library does). What the kernels
-compute is the emulated preset sage2-8b-ex2 (exp2="sm90-ex2") or sage2-8b (exp2="polynomial"), every
-bit of the output and the LSE (tests/attention_gpu/test_sage2_c_api_gpu.cpp checks it).
+compute is the emulated preset sage2-8b-ex2 (exp2="sm90-ex2") or sage2-8b (exp2="polynomial"), with
+--set row-sum=pv where row_sum="pv", every bit of the output and the LSE (tests/attention_gpu/test_sage2_c_api_gpu.cpp checks it).
 
     attn = lowbit.gpu.Sage2Attention(batch=4, heads_q=32, tokens=8192, head_dim=128, causal=True)
     out, lse = attn(q, k, v)          # torch CUDA tensors, fp16 or bf16, [B, H, N, d]
@@ -29,20 +29,22 @@ import os
 
 __all__ = ["Library", "load", "Sage2Attention", "sm_clock_mhz"]
 
-_ABI_VERSION = 1  # LOWBIT_SAGE2_ABI_VERSION of lowbit_sage2.h
+_ABI_VERSION = 2  # LOWBIT_SAGE2_ABI_VERSION of lowbit_sage2.h
 _INVALID = 1  # LOWBIT_SAGE2_INVALID (refused arguments); LOWBIT_SAGE2_FAILED is 2
 _CHOICES = {  # the problem's enumerations, as lowbit_sage2.h numbers them
     "dtype": ("fp16", "bf16"),
     "layout": ("bhnd", "bnhd"),
     "exp2": ("polynomial", "sm90-ex2"),
     "schedule": ("serial", "overlapped"),
+    "row_sum": ("lanes", "pv"),
 }
 _TORCH_DTYPES = {"fp16": "torch.float16", "bf16": "torch.bfloat16"}
 
 
 class _Problem(ctypes.Structure):
     _fields_ = [(name, ctypes.c_int32) for name in
-                ("batch", "heads_q", "heads_kv", "tokens", "head_dim", "causal", "dtype", "layout", "exp2", "schedule")]
+                ("batch", "heads_q", "heads_kv", "tokens", "head_dim", "causal", "dtype", "layout", "exp2", "schedule",
+                 "row_sum")]
 
 
 class Library:
@@ -131,19 +133,21 @@ class Sage2Attention:
     batch, heads_q, tokens, head_dim (64 or 128); heads_kv (default heads_q; GQA: a divisor of
     heads_q); causal; dtype "fp16" or "bf16" (Q, K, V and the output); layout "bhnd" or "bnhd";
     exp2 "sm90-ex2" (MUFU.EX2, preset sage2-8b-ex2) or "polynomial" (sage2-8b); schedule "serial" or
-    "overlapped" (the same bits). The problem is checked here (ValueError naming what is wrong), the
+    "overlapped" (the same bits); row_sum "lanes" (the presets') or "pv" (the row sums by the P V
+    wgmma: row-sum=pv, serial with sm90-ex2 only). The problem is checked here (ValueError naming what is wrong), the
     buffers allocated on the current device. close() frees them (also a context manager).
     """
 
     def __init__(self, batch, heads_q, tokens, head_dim, *, heads_kv=None, causal=False, dtype="fp16", layout="bhnd",
-                 exp2="sm90-ex2", schedule="serial", library=None):
-        choices = {"dtype": dtype, "layout": layout, "exp2": exp2, "schedule": schedule}
+                 exp2="sm90-ex2", schedule="serial", row_sum="lanes", library=None):
+        choices = {"dtype": dtype, "layout": layout, "exp2": exp2, "schedule": schedule, "row_sum": row_sum}
         for name, value in choices.items():
             if value not in _CHOICES[name]:
                 raise ValueError(f"lowbit.gpu: {name}={value!r}: one of {', '.join(_CHOICES[name])}")
         self.batch, self.heads_q, self.tokens, self.head_dim = batch, heads_q, tokens, head_dim
         self.heads_kv = heads_q if heads_kv is None else heads_kv
         self.causal, self.dtype, self.layout, self.exp2, self.schedule = bool(causal), dtype, layout, exp2, schedule
+        self.row_sum = row_sum
         self._library = load(library)
         self._problem = _Problem(batch, heads_q, self.heads_kv, tokens, head_dim, int(self.causal),
                                  *(_CHOICES[name].index(value) for name, value in choices.items()))

@@ -16,7 +16,8 @@
 #      (test_sage2_c_api_gpu) and its refusals with a GPU present (test_sage2_c_api);
 #   2. CALLS processes (default 3) of bench_attention.py --library at N = 8K, 16K, d = $DIMS (default
 #      64,128), causal and not, exp2 sm90-ex2, --burst $BURST (default 1), --repeats $REPEATS (default
-#      20), --inputs $INPUTS (default normal), into $OUT/in-turn-K/, the GPU's clock and power
+#      20), --inputs $INPUTS (default normal), --row-sum $ROW_SUM (default lanes; lanes,pv adds
+#      lowbit_ex2_pv), into $OUT/in-turn-K/, the GPU's clock and power
 #      sampled by nvidia-smi every 100 ms meanwhile into $OUT/power-K.csv;
 #   3. the median of the calls (experiments/bench/median_of_calls.py) into $OUT.
 # ALT (optional) names other builds of the library, space-separated NAME=FOLDER (each FOLDER packed
@@ -33,6 +34,7 @@ dims=${DIMS:-64,128}
 burst=${BURST:-1}
 repeats=${REPEATS:-20}
 inputs=${INPUTS:-normal}
+row_sum=${ROW_SUM:-lanes}
 mkdir -p "$out" /tmp/prebuilt
 for name in liblowbit_sage2.so test_sage2_c_api test_sage2_c_api_gpu; do
   if [ -f "$prebuilt/$name.xz" ]; then xz -dc "$prebuilt/$name.xz" > "/tmp/prebuilt/$name"
@@ -70,7 +72,7 @@ for k in $(seq 1 "$calls"); do
     > "$out/power-$k.csv" 2>&1 &
   sampler=$!
   timeout 400 python3 experiments/bench/bench_attention.py --library /tmp/prebuilt/liblowbit_sage2.so --tokens 8192,16384 \
-    --dims "$dims" --exp2 sm90-ex2 --burst "$burst" --repeats "$repeats" --inputs "$inputs" "${alt_flags[@]}" \
+    --dims "$dims" --exp2 sm90-ex2 --burst "$burst" --repeats "$repeats" --inputs "$inputs" --row-sum "$row_sum" "${alt_flags[@]}" \
     --out "$out/in-turn-$k" \
     > "$out/in-turn-$k/bench.log" 2>&1
   rc=$?

@@ -54,6 +54,7 @@ struct Config {
 
 std::string dtype_name(DType t) { return t == DType::fp16 ? "fp16" : "bf16"; }
 std::string layout_name(Layout l) { return l == Layout::bhnd ? "bhnd" : "bnhd"; }
+std::string row_sum_name(lowbit::attention::steps::RowSum r) { return r == lowbit::attention::steps::RowSum::pv ? "pv" : "lanes"; }
 
 // "synthetic", "outliers", "tiny", or "real-<file prefix>" for captured activations.
 std::string data_label(const Config& c) {
@@ -259,11 +260,13 @@ void write_tensor(const std::filesystem::path& path, const Sage2Problem& p, cons
 // stores cannot reach.
 nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::attention::steps::Exp2Unit exp2,
                                           lowbit::kernels::attention::Sage2Schedule schedule,
-                                          std::uint64_t& total_mismatches, bool misaligned = false) {
+                                          lowbit::attention::steps::RowSum row_sum, std::uint64_t& total_mismatches,
+                                          bool misaligned = false) {
   using lowbit::kernels::check_cuda;
   Sage2Problem p;
   p.exp2 = exp2;
   p.schedule = schedule;
+  p.row_sum = row_sum;
   p.batch = 4;
   p.heads_q = p.heads_kv = 32;
   p.tokens = n;
@@ -319,6 +322,7 @@ nlohmann::ordered_json check_bench_config(int d, bool causal, int n, lowbit::att
   return {{"name", std::string(misaligned ? "misaligned" : "bench") + "-d" + std::to_string(d) + (causal ? "-causal" : "") +
                        "-n" + std::to_string(n)},
           {"schedule", lowbit::kernels::attention::schedule_name(schedule)},
+          {"row_sum", row_sum_name(row_sum)},
           {"d", d}, {"causal", causal}, {"n", n}, {"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv},
           {"dtype", "fp16"}, {"layout", "bhnd"}, {"data", "bench_attention inputs (fill_attention_like)"},
           {"seed", lowbit::bench::attention_seed(d, causal, n)}, {"checked", "head (0, 0), Q blocks listed"},
@@ -335,6 +339,8 @@ struct Args {
   lowbit::attention::steps::Exp2Unit exp2 = lowbit::attention::steps::Exp2Unit::polynomial;  // --exp2
   // --schedule: the attention kernel's; configurations it has no instance for (in place, smooth V) run serial.
   lowbit::kernels::attention::Sage2Schedule schedule = lowbit::kernels::attention::Sage2Schedule::serial;
+  // --row-sum: the row sums by the lanes or by P V (row-sum=pv); in place and smooth V keep the lanes'.
+  lowbit::attention::steps::RowSum row_sum = lowbit::attention::steps::RowSum::lanes;
 };
 
 using lowbit::attention::sage2_8b_preset;
@@ -364,7 +370,8 @@ int run(const Args& args) {
     doc["command"] = "check_sage2_gpu --configs " + args.set + (args.real.empty() ? "" : " --real " + args.real) +
                      (args.only.empty() ? "" : " --only " + args.only) +
                      " --exp2 " + std::string(lowbit::attention::kernel_exp2_name(args.exp2)) +
-                     " --schedule " + lowbit::kernels::attention::schedule_name(args.schedule);
+                     " --schedule " + lowbit::kernels::attention::schedule_name(args.schedule) +
+                     " --row-sum " + row_sum_name(args.row_sum);
     doc["provenance"] = provenance.to_json();
     doc["provenance"]["gpu_arch"] = gpu->arch;
     doc["total_mismatches"] = total_mismatches;
@@ -375,7 +382,7 @@ int run(const Args& args) {
               "emul s", "");
   const auto check_device_inputs = [&](int d, bool causal, int n, bool misaligned) {
     const auto t0 = std::chrono::steady_clock::now();
-    nlohmann::ordered_json e = check_bench_config(d, causal, n, args.exp2, args.schedule, total_mismatches, misaligned);
+    nlohmann::ordered_json e = check_bench_config(d, causal, n, args.exp2, args.schedule, args.row_sum, total_mismatches, misaligned);
     std::printf("%-52s %12llu %10llu %8llu %8s %9s %7.1f %7s\n", e["name"].get<std::string>().c_str(),
                 e["outputs_compared"].get<unsigned long long>(), e["mismatches"].get<unsigned long long>(),
                 e["lse_mismatches"].get<unsigned long long>(), "-", "-",
@@ -400,7 +407,7 @@ int run(const Args& args) {
   }
   for (Config c : list) {
     c.problem.exp2 = args.exp2;
-    if (!c.problem.in_place && !c.problem.smooth_v) c.problem.schedule = args.schedule;
+    if (!c.problem.in_place && !c.problem.smooth_v) c.problem.schedule = args.schedule, c.problem.row_sum = args.row_sum;
     const std::string name = config_name(c);
     if (!args.only.empty() && name.find(args.only) == std::string::npos) continue;
     const Sage2Problem& p = c.problem;
@@ -435,6 +442,7 @@ int run(const Args& args) {
     std::fflush(stdout);
     nlohmann::ordered_json e{{"name", name},
                              {"schedule", lowbit::kernels::attention::schedule_name(p.schedule)},
+                             {"row_sum", row_sum_name(p.row_sum)},
                              {"d", p.head_dim},
                              {"causal", p.causal},
                              {"n", p.tokens},
@@ -499,18 +507,29 @@ int main(int argc, char** argv) {
         const auto schedule = lowbit::kernels::attention::parse_schedule(name);
         if (!schedule) throw std::invalid_argument("--schedule " + name + ": not one of the kernel's schedules (serial, overlapped)");
         args.schedule = *schedule;
+      } else if (a == "--row-sum") {
+        const std::string name = value();
+        if (name != "lanes" && name != "pv") throw std::invalid_argument("--row-sum " + name + ": not lanes or pv");
+        args.row_sum = name == "pv" ? lowbit::attention::steps::RowSum::pv : lowbit::attention::steps::RowSum::lanes;
       } else if (a == "--help") {
         std::cout << "check_sage2_gpu [--configs quick|full|bench] [--real DIR] [--only SUBSTRING] [--exp2 poly5|sm90-ex2]\n"
-                     "                [--schedule serial|overlapped] [--out DIR]\n"
+                     "                [--schedule serial|overlapped] [--row-sum lanes|pv] [--out DIR]\n"
                      "  --real DIR: also check the captured activations DIR/layerNN_{q,k,v}.npy (layers 00, 10, 20, 29)\n"
                      "  --exp2: the kernel's and the emulation's exp2 (poly5: preset sage2-8b; sm90-ex2: sage2-8b-ex2)\n"
-                     "  --schedule: the attention kernel's (in-place and smooth-V configurations run serial)\n";
+                     "  --schedule: the attention kernel's (in-place and smooth-V configurations run serial)\n"
+                     "  --row-sum: the softmax's row sums by the lanes or by P V (pv: emulated row-sum=pv; with\n"
+                     "    sm90-ex2 and serial; in-place and smooth-V configurations keep the lanes')\n";
         return 0;
       } else throw std::invalid_argument("unknown option '" + a + "'");
     } catch (const std::exception& e) {
       std::cerr << "check_sage2_gpu: " << e.what() << "\n";
       return 2;
     }
+  }
+  if (args.row_sum == lowbit::attention::steps::RowSum::pv &&
+      (args.exp2 != lowbit::attention::steps::Exp2Unit::sm90_ex2 || args.schedule != lowbit::kernels::attention::Sage2Schedule::serial)) {
+    std::cerr << "check_sage2_gpu: --row-sum pv has instances with --exp2 sm90-ex2 and --schedule serial only\n";
+    return 2;
   }
   try {
     return run(args);

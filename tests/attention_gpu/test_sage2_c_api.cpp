@@ -53,6 +53,7 @@ TEST_CASE("lowbit_sage2: a problem the kernels refuse is named with the reason")
       {&lowbit_sage2_problem::layout, -1, "layout must be 0 (bhnd) or 1 (bnhd), not -1"},
       {&lowbit_sage2_problem::exp2, 7, "exp2 must be 0 (polynomial) or 1 (sm90-ex2), not 7"},
       {&lowbit_sage2_problem::schedule, 2, "schedule must be 0 (serial) or 1 (overlapped), not 2"},
+      {&lowbit_sage2_problem::row_sum, 2, "row_sum must be 0 (lanes) or 1 (pv), not 2"},
       {&lowbit_sage2_problem::causal, 5, "causal must be 0 or 1, not 5"},
       {&lowbit_sage2_problem::heads_q, 3, "heads_q=3 is not a multiple of heads_kv=2 (GQA groups whole Q heads per KV head)"},
       {&lowbit_sage2_problem::tokens, 0, "batch, heads_q, heads_kv and tokens must be >= 1"},
@@ -62,6 +63,15 @@ TEST_CASE("lowbit_sage2: a problem the kernels refuse is named with the reason")
     lowbit_sage2_problem p = valid_problem();
     p.*field = value;
     CHECK(validation(p) == "lowbit_sage2: " + reason);
+  }
+  // The row sums by P V have instances with MUFU.EX2 and the serial schedule only.
+  lowbit_sage2_problem pv = valid_problem();
+  pv.row_sum = LOWBIT_SAGE2_ROW_SUM_PV;
+  CHECK(validation(pv) == "(untouched)");
+  for (Field field : {&lowbit_sage2_problem::exp2, &lowbit_sage2_problem::schedule}) {
+    lowbit_sage2_problem p = pv;
+    p.*field = field == &lowbit_sage2_problem::exp2 ? LOWBIT_SAGE2_EXP2_POLYNOMIAL : LOWBIT_SAGE2_OVERLAPPED;
+    CHECK_THAT(validation(p), Catch::Contains("row sums by P V (row-sum=pv) are built for the serial schedule"));
   }
 }
 

@@ -1,7 +1,7 @@
 // liblowbit_sage2.so on the GPU against the emulated sage2-8b pipeline (verification/sage2_emulated.hpp),
 // every bit of the output codes and of the LSE, through the library's C interface only (as a ctypes
 // caller reaches it): both head dimensions, causal and not, fp16 and bf16, both layouts, both exp2
-// units, GQA, N off the block sizes, both schedules; and its two steps (quantize, then the attention
+// units, GQA, N off the block sizes, both schedules, both row sums; and its two steps (quantize, then the attention
 // kernel) on a stream of the caller's against its one call. Exits 77 (skipped) where there is no GPU.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -85,6 +85,14 @@ TEST_CASE("liblowbit_sage2 on the GPU equals the emulated sage2-8b pipeline, eve
       {1, 4, 1, 384, 64, 1, LOWBIT_SAGE2_FP16, LOWBIT_SAGE2_BNHD, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL},
       {1, 2, 1, 512, 128, 1, LOWBIT_SAGE2_FP16, LOWBIT_SAGE2_BHND, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_OVERLAPPED},
       {1, 2, 2, 200, 64, 0, LOWBIT_SAGE2_BF16, LOWBIT_SAGE2_BNHD, LOWBIT_SAGE2_EXP2_POLYNOMIAL, LOWBIT_SAGE2_OVERLAPPED},
+      {2, 4, 2, 300, 128, 1, LOWBIT_SAGE2_FP16, LOWBIT_SAGE2_BHND, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL,
+       LOWBIT_SAGE2_ROW_SUM_PV},
+      {1, 2, 2, 520, 128, 0, LOWBIT_SAGE2_BF16, LOWBIT_SAGE2_BNHD, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL,
+       LOWBIT_SAGE2_ROW_SUM_PV},
+      {1, 4, 1, 384, 64, 1, LOWBIT_SAGE2_BF16, LOWBIT_SAGE2_BHND, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL,
+       LOWBIT_SAGE2_ROW_SUM_PV},
+      {1, 2, 2, 257, 64, 0, LOWBIT_SAGE2_FP16, LOWBIT_SAGE2_BNHD, LOWBIT_SAGE2_EXP2_SM90_EX2, LOWBIT_SAGE2_SERIAL,
+       LOWBIT_SAGE2_ROW_SUM_PV},
   };
   std::mt19937_64 rng(0x5A6E2C);
   for (const lowbit_sage2_problem& c : problems) {
@@ -116,7 +124,7 @@ TEST_CASE("liblowbit_sage2 on the GPU equals the emulated sage2-8b pipeline, eve
 
     INFO("problem: batch " << c.batch << ", heads " << c.heads_q << "/" << c.heads_kv << ", N " << c.tokens << ", d "
                            << c.head_dim << ", causal " << c.causal << ", dtype " << c.dtype << ", layout " << c.layout
-                           << ", exp2 " << c.exp2 << ", schedule " << c.schedule);
+                           << ", exp2 " << c.exp2 << ", schedule " << c.schedule << ", row sum " << c.row_sum);
     CHECK(differences(out.download(), emulated.out, "output") == "");
     CHECK(differences(lse.download(), emulated.lse, "lse") == "");
     CHECK(differences(out_in_steps.download(), emulated.out, "output in two steps") == "");

@@ -64,6 +64,7 @@ def test_no_library_given_says_how_to_give_one(monkeypatch):
     ({"layout": "nhd"}, "layout='nhd': one of bhnd, bnhd"),
     ({"exp2": "ex2"}, "exp2='ex2': one of polynomial, sm90-ex2"),
     ({"schedule": "fast"}, "schedule='fast': one of serial, overlapped"),
+    ({"row_sum": "quad"}, "row_sum='quad': one of lanes, pv"),
 ])
 def test_choices_outside_their_values_are_refused_by_name(library, choice, message):
     with pytest.raises(ValueError, match=message):
@@ -73,6 +74,8 @@ def test_choices_outside_their_values_are_refused_by_name(library, choice, messa
 @pytest.mark.parametrize("shape, message", [
     ({"heads_kv": 3}, "heads_q=4 is not a multiple of heads_kv=3"),
     ({"tokens": 0}, "tokens must be >= 1"),
+    ({"row_sum": "pv", "exp2": "polynomial"}, "row sums by P V .* the exp2 sm90-ex2 only"),
+    ({"row_sum": "pv", "schedule": "overlapped"}, "row sums by P V .* serial schedule"),
 ])
 def test_problems_the_kernels_refuse_raise_valueerror_with_the_librarys_text(library, shape, message):
     args = {"batch": 1, "heads_q": 4, "tokens": 256, "head_dim": 128, **shape}
@@ -93,11 +96,13 @@ def test_without_a_gpu_the_workspace_is_a_runtimeerror_naming_cuda(library):
 
 
 @pytest.mark.skipif(not has_gpu(), reason="needs torch and a Hopper GPU")
-@pytest.mark.parametrize("d, causal, dtype, layout, exp2", [
-    (128, True, "fp16", "bhnd", "sm90-ex2"),
-    (64, False, "bf16", "bnhd", "polynomial"),
+@pytest.mark.parametrize("d, causal, dtype, layout, exp2, row_sum", [
+    (128, True, "fp16", "bhnd", "sm90-ex2", "lanes"),
+    (64, False, "bf16", "bnhd", "polynomial", "lanes"),
+    (128, False, "bf16", "bnhd", "sm90-ex2", "pv"),
+    (64, True, "fp16", "bhnd", "sm90-ex2", "pv"),
 ])
-def test_the_kernels_equal_the_emulated_preset_every_bit(library, d, causal, dtype, layout, exp2):
+def test_the_kernels_equal_the_emulated_preset_every_bit(library, d, causal, dtype, layout, exp2, row_sum):
     import torch
 
     torch.manual_seed(d)
@@ -106,14 +111,14 @@ def test_the_kernels_equal_the_emulated_preset_every_bit(library, d, causal, dty
     shape = (lambda h: (b, h, n, d)) if layout == "bhnd" else (lambda h: (b, n, h, d))
     q, k, v = (torch.randn(shape(h), dtype=tdtype, device="cuda") for h in (hq, hkv, hkv))
     with gpu.Sage2Attention(b, hq, n, d, heads_kv=hkv, causal=causal, dtype=dtype, layout=layout, exp2=exp2,
-                            library=library) as attn:
+                            row_sum=row_sum, library=library) as attn:
         out, lse = attn(q, k, v)
         with pytest.raises(ValueError, match="k is of shape"):
             attn(q, q, v)
     bhnd = (lambda t: t) if layout == "bhnd" else (lambda t: t.transpose(1, 2))
     emulated = lowbit.attention(*(bhnd(t).contiguous().cpu() for t in (q, k, v)),
                                 preset="sage2-8b-ex2" if exp2 == "sm90-ex2" else "sage2-8b", causal=causal,
-                                keep_operands=False)
+                                stages={"row-sum": row_sum}, keep_operands=False)
     got = bhnd(out).contiguous().cpu().view(torch.int16).numpy()
     want = emulated["output"].to(tdtype).view(torch.int16).numpy()
     assert np.count_nonzero(got != want) == 0
