@@ -8,7 +8,8 @@ checked against the emulator here, every bit.
       tokens, dim] and [batch, heads, tokens]; bf16 as ml_dtypes saves it) and OUT/manifest.json;
   check DIR --lowbit PROGRAM  runs `lowbit attention --preset P --against out.npy --against-lse lse.npy`
       on each recorded configuration: every output code and LSE value must equal the emulated preset's
-      (sage2-8b-ex2 for exp2 sm90-ex2, sage2-8b for the polynomial). Exits 1 when any differ.
+      (sage2-8b-ex2 for exp2 sm90-ex2, sage2-8b for the polynomial; --set row-sum=pv for row_sum "pv").
+      Exits 1 when any differ.
 
 ctest python_gpu_vectors checks the recorded tests/data/attention_python_gpu/ (tests/attention_gpu/CMakeLists.txt).
 """
@@ -19,12 +20,14 @@ import pathlib
 import subprocess
 import sys
 
-# name: batch, heads_q, heads_kv, tokens, head_dim, causal, dtype, layout, exp2, schedule, two steps
+# name: batch, heads_q, heads_kv, tokens, head_dim, causal, dtype, layout, exp2, schedule, two steps, row sums
 CONFIGS = {
-    "d128-causal-fp16-bhnd-ex2": (1, 4, 2, 200, 128, True, "fp16", "bhnd", "sm90-ex2", "serial", False),
-    "d64-bf16-bnhd-poly": (1, 2, 2, 200, 64, False, "bf16", "bnhd", "polynomial", "serial", False),
-    "d128-bf16-bnhd-ex2-overlapped-steps": (1, 2, 1, 256, 128, False, "bf16", "bnhd", "sm90-ex2", "overlapped", True),
-    "d64-causal-fp16-bhnd-ex2-steps": (2, 2, 2, 130, 64, True, "fp16", "bhnd", "sm90-ex2", "serial", True),
+    "d128-causal-fp16-bhnd-ex2": (1, 4, 2, 200, 128, True, "fp16", "bhnd", "sm90-ex2", "serial", False, "lanes"),
+    "d64-bf16-bnhd-poly": (1, 2, 2, 200, 64, False, "bf16", "bnhd", "polynomial", "serial", False, "lanes"),
+    "d128-bf16-bnhd-ex2-overlapped-steps": (1, 2, 1, 256, 128, False, "bf16", "bnhd", "sm90-ex2", "overlapped", True, "lanes"),
+    "d64-causal-fp16-bhnd-ex2-steps": (2, 2, 2, 130, 64, True, "fp16", "bhnd", "sm90-ex2", "serial", True, "lanes"),
+    "d128-bf16-bnhd-ex2-pv": (1, 2, 2, 300, 128, False, "bf16", "bnhd", "sm90-ex2", "serial", False, "pv"),
+    "d64-causal-fp16-bhnd-ex2-pv-steps": (2, 2, 1, 200, 64, True, "fp16", "bhnd", "sm90-ex2", "serial", True, "pv"),
 }
 PRESETS = {"sm90-ex2": "sage2-8b-ex2", "polynomial": "sage2-8b"}
 
@@ -40,7 +43,7 @@ def record(out, library):
     manifest = {"library": lib.provenance, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(),
                 "command": " ".join(sys.argv), "configs": {}}
     generator = torch.Generator(device="cuda").manual_seed(20261207)
-    for name, (b, hq, hkv, n, d, causal, dtype, layout, exp2, schedule, steps) in CONFIGS.items():
+    for name, (b, hq, hkv, n, d, causal, dtype, layout, exp2, schedule, steps, row_sum) in CONFIGS.items():
         tdtype = torch.float16 if dtype == "fp16" else torch.bfloat16
         shape = (lambda h: (b, h, n, d)) if layout == "bhnd" else (lambda h: (b, n, h, d))
         # Normal values, K with a channel bias (what its smoothing takes out).
@@ -50,7 +53,7 @@ def record(out, library):
         k = (torch.randn(shape(hkv), device="cuda", generator=generator) + bias).to(tdtype)
         v = torch.randn(shape(hkv), device="cuda", generator=generator).to(tdtype)
         with gpu.Sage2Attention(b, hq, n, d, heads_kv=hkv, causal=causal, dtype=dtype, layout=layout, exp2=exp2,
-                                schedule=schedule, library=lib) as attn:
+                                schedule=schedule, row_sum=row_sum, library=lib) as attn:
             if steps:
                 attn.quantize(q, k, v)
                 o, lse = attn.attention_quantized()
@@ -69,7 +72,7 @@ def record(out, library):
             np.save(folder / f"{label}.npy", array)
         np.save(folder / "lse.npy", lse.cpu().numpy())
         manifest["configs"][name] = {"preset": PRESETS[exp2], "causal": causal, "dtype": dtype, "layout": layout,
-                                     "schedule": schedule, "two_steps": steps, "batch": b, "heads_q": hq, "heads_kv": hkv,
+                                     "sets": [f"row-sum={row_sum}"], "schedule": schedule, "two_steps": steps, "batch": b, "heads_q": hq, "heads_kv": hkv,
                                      "tokens": n, "head_dim": d}
         print(f"{name}: recorded")
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n")
@@ -87,6 +90,8 @@ def check(folder, lowbit):
         files = {label: folder / name / f"{label}.npy" for label in ("q", "k", "v", "out", "lse")}
         command = [lowbit, "attention", "--preset", config["preset"], "--q", files["q"], "--k", files["k"], "--v",
                    files["v"], "--against", files["out"], "--against-lse", files["lse"]] + (["--causal"] if config["causal"] else [])
+        for assignment in config.get("sets", []):  # recorded before row sums had a choice: none
+            command += ["--set", assignment]
         run = subprocess.run(list(map(str, command)), capture_output=True, text=True)
         verdicts = [line for line in run.stdout.splitlines() if line.startswith("against ") and line.endswith(" differ")]
         equal = run.returncode == 0 and len(verdicts) == 2 and all(" 0 of " in line for line in verdicts)
