@@ -606,7 +606,7 @@ TEST_CASE("descending KV blocks: a causal row meets its masked blocks first and 
   }
 }
 
-TEST_CASE("row-sum=pv: l from the P V instruction's sum of P's codes, not the lanes'; only where it is defined",
+TEST_CASE("row-sum=pv: l from the P V instruction's sum of P's codes, not the lanes', and only where it is defined",
           "[attention][sage2-8b]") {
   const Tensor4 q = random_tensor(1, 2, 300, 128, 91, 0.5), k = random_tensor(1, 1, 300, 128, 92, 3.0),
                 v = random_tensor(1, 1, 300, 128, 93, 2.0);
