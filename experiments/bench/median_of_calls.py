@@ -19,8 +19,8 @@ import statistics
 import sys
 
 # The columns, in this order, where any call measured them.
-KERNELS = ["lowbit_ex2", "lowbit_ex2_overlapped", "lowbit_ex2_e2e", "lowbit_ex2_overlapped_e2e",
-           "fa3_fp8", "fa3_bf16", "sdpa_flash"]
+KERNELS = ["lowbit_ex2", "lowbit_ex2_overlapped", "lowbit_ex2_pv", "lowbit_ex2_e2e", "lowbit_ex2_overlapped_e2e",
+           "lowbit_ex2_pv_e2e", "fa3_fp8", "fa3_bf16", "sdpa_flash"]
 REFERENCE = "fa3_fp8"
 
 
