@@ -270,6 +270,10 @@ def main() -> int:
         parser.error("--inputs chooses the values of --library's run (the binary makes its own)")
     if args.order != "shuffled" and not args.library:
         parser.error("--order orders --library's turns")
+    if not set(args.row_sum.split(",")) <= {"lanes", "pv"}:
+        parser.error(f"--row-sum {args.row_sum}: lanes and/or pv")
+    if args.row_sum != "lanes" and not args.library:
+        parser.error("--row-sum chooses --library's kernels (the binary has the lanes' row sums)")
     alternatives = dict(entry.partition("=")[::2] for entry in args.alt_library)
     if args.alt_library and not args.library:
         parser.error("--alt-library joins --library's turns")

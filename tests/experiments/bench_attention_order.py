@@ -176,6 +176,8 @@ def main():
                    "--burst 0": (("--library", "lib.so", "--burst", "0"), False),
                    "--inputs without --library": (("--inputs", "attention-like"), True),
                    "--order without --library": (("--order", "fixed"), True),
+                   "--row-sum without --library": (("--row-sum", "lanes,pv"), True),
+                   "--row-sum of another name": (("--library", "lib.so", "--row-sum", "quad"), False),
                    "--alt-library without --library": (("--alt-library", "x=lib.so"), True),
                    "--alt-library without a path": (("--library", "lib.so", "--alt-library", "x"), False),
                    "--alt-library twice by one name": (("--library", "lib.so", "--alt-library", "x=a.so", "--alt-library",
