@@ -79,21 +79,6 @@ __device__ inline float rescale(float old_offset, float new_offset) {
   return steps::rescale(old_offset, new_offset, Exp2);
 }
 
-// A build-time probe of FlashAttention-4's exponential split (issue 40; timed, not kept, removed in
-// the next commit): with -DLOWBIT_EXP2_SPLIT=n, in the fused (sage2-8b-ex2) softmax the values k of
-// a row with (k / 2) mod n = n - 1 (the keys of every n-th group of 8 columns) take exp2 from a
-// degree-3 polynomial on the FMA units (argument clamped to [-127, 127.49]) instead of MUFU.EX2.
-// The emulator has no model of it: a build with the switch is for timing only.
-#ifdef LOWBIT_EXP2_SPLIT
-__device__ inline bool split_exp2_key(int k) { return (k / 2) % LOWBIT_EXP2_SPLIT == LOWBIT_EXP2_SPLIT - 1; }
-__device__ inline float split_exp2(float acc, float scale, float offset) {
-  const float x = fminf(fmaxf(fmaf(acc, scale, -offset), -127.0f), 127.49f);
-  const float shifted = x + 0x1.8p23f, j = shifted - 0x1.8p23f, f = x - j;
-  const float p = fmaf(fmaf(fmaf(0x1.c6b752p-5f, f, 0x1.ebf9bcp-3f), f, 0x1.62e42ap-1f), f, 1.0f);
-  return __uint_as_float(__float_as_uint(p) + (__float_as_uint(shifted) << 23));
-}
-#endif
-
 // ---- attention -----------------------------------------------------------------------------------
 // How the units share the SM, per head dimension and schedule. Serial: at d = 128, three
 // warpgroups in one block share a ring of 4 stages (the L2 then sends each K/V block once per 192
@@ -409,10 +394,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
       alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
       offset[h] = steps::carried_offset(m[h], new_offset);
       float p_row[kPerRow];
-      STile::map_row(x, h, [&](float s, int k) {
-#ifdef LOWBIT_EXP2_SPLIT
-        if (kFused && split_exp2_key(k)) return split_exp2(s, scale, new_offset);
-#endif
+      STile::map_row(x, h, [&](float s) {
         return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);
       }, p_row);
       l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));
@@ -499,10 +481,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
         alpha[h] = rescale<recipe.exp2>(offset[h], new_offset);
         offset[h] = steps::carried_offset(m[h], new_offset);
         float p_row[kPerRow];
-        STile::map_row(x, h, [&](float s, int k) {
-#ifdef LOWBIT_EXP2_SPLIT
-          if (kFused && split_exp2_key(k)) return split_exp2(s, scale, new_offset);
-#endif
+        STile::map_row(x, h, [&](float s) {
           return kFused ? fused_probability<recipe.exp2>(s, scale, new_offset) : probability<recipe.exp2>(s, new_offset);
         }, p_row);
         if constexpr (!kPvRowSum) l[h] = steps::update_row_sum(l[h], alpha[h], steps::tree_sum<kPerRow>(p_row));

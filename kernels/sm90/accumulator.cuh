@@ -57,8 +57,7 @@ struct AccumulatorTile {
 #pragma unroll
     for (int k = 0; k < kPerRow; ++k) {
       const int v = rows.value[h][k];
-      if constexpr (requires { f(0.0f, 0); }) x[v] = f(x[v], k);  // f(value, k): told the value's place in the row
-      else x[v] = f(x[v]);
+      x[v] = f(x[v]);
       row[k] = x[v];
     }
   }
