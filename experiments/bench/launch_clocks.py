@@ -9,7 +9,7 @@ Markdown row: for the two --kernels MINE,OTHER (default lowbit_ex2,fa3_fp8; lowb
 clock (MHz), the ratio of the times (OTHER's over MINE's: above 1 MINE is faster), and the ratio of
 the cycles (time x clock; above 1 MINE takes fewer), which takes the clocks out.
 
-  experiments/bench/launch_clocks.py results/bench_attention/fa3/in-turn/call-2/normal/launches-*.json.gz
+  experiments/bench/launch_clocks.py results/bench_attention/fa3/in-turn/shuffled/launches-*.json.gz
   experiments/bench/launch_clocks.py --kernels lowbit_ex2@variant,lowbit_ex2 OUT/in-turn-*/launches.json
 """
 import argparse
