@@ -18,9 +18,11 @@ prebuilt=${PREBUILT:-build-call}
 work=/tmp/python-gpu-tests
 mkdir -p "$out" "$work/package" "$work/lib"
 source scripts/device/deps.sh  # the Debian packages and the wheels
+# The module is a shared object: the system's shared zlib, not the carried package's static one (not PIC).
+zlib=$(ls /usr/lib/x86_64-linux-gnu/libz.so.1 /lib/x86_64-linux-gnu/libz.so.1 2>/dev/null | head -n 1)
 cmake -S . -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLOWBIT_PYTHON_MODULE=ON -DLOWBIT_CUDA=OFF \
   -DLOWBIT_TESTS=OFF -DLOWBIT_EXPERIMENTS=OFF $LOWBIT_DEPS_CMAKE_ARGS -DPython_EXECUTABLE="$(command -v python3)" \
-  -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" > "$out/configure.log" 2>&1 ||
+  -Dnanobind_DIR="$(python3 -m nanobind --cmake_dir)" -DZLIB_LIBRARY="$zlib" > "$out/configure.log" 2>&1 ||
   { echo "python_gpu_tests: configure failed"; tail -n 20 "$out/configure.log"; exit 1; }
 started=$(date +%s)
 timeout 420 ninja -C "$work/build" _core > "$out/build.log" 2>&1 ||
