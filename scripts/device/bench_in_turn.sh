@@ -35,21 +35,14 @@ burst=${BURST:-1}
 repeats=${REPEATS:-20}
 inputs=${INPUTS:-normal}
 row_sum=${ROW_SUM:-lanes}
-mkdir -p "$out" /tmp/prebuilt
-for name in liblowbit_sage2.so test_sage2_c_api test_sage2_c_api_gpu; do
-  if [ -f "$prebuilt/$name.xz" ]; then xz -dc "$prebuilt/$name.xz" > "/tmp/prebuilt/$name"
-  elif [ -f "$prebuilt/$name" ]; then cp "$prebuilt/$name" "/tmp/prebuilt/$name"
-  else echo "bench_in_turn: no $prebuilt/$name(.xz)"; exit 1; fi
-  chmod +x "/tmp/prebuilt/$name"
-done
-cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
+mkdir -p "$out"
+source scripts/device/prebuilt.sh
+unpack_prebuilt "$prebuilt" /tmp/prebuilt liblowbit_sage2.so test_sage2_c_api test_sage2_c_api_gpu ||
+  { echo "bench_in_turn: the prebuilt binaries are missing"; exit 1; }
 alt_flags=()
 for entry in ${ALT:-}; do
   name=${entry%%=*} folder=${entry#*=}
-  mkdir -p "/tmp/prebuilt-$name"
-  if [ -f "$folder/liblowbit_sage2.so.xz" ]; then xz -dc "$folder/liblowbit_sage2.so.xz" > "/tmp/prebuilt-$name/liblowbit_sage2.so"
-  elif [ -f "$folder/liblowbit_sage2.so" ]; then cp "$folder/liblowbit_sage2.so" "/tmp/prebuilt-$name/"
-  else echo "bench_in_turn: no $folder/liblowbit_sage2.so(.xz) for ALT $name"; exit 1; fi
+  unpack_prebuilt "$folder" "/tmp/prebuilt-$name" liblowbit_sage2.so || { echo "bench_in_turn: for ALT $name"; exit 1; }
   alt_flags+=(--alt-library "$name=/tmp/prebuilt-$name/liblowbit_sage2.so")
 done
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

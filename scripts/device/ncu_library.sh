@@ -13,10 +13,9 @@ cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-build/results/ncu-library}")
 prebuilt=${PREBUILT:-build-call}
 nvidia-smi > /dev/null 2>&1 || { echo "ncu_library: no GPU"; exit 77; }
-mkdir -p "$out" /tmp/ncu-library
-if [ -f "$prebuilt/liblowbit_sage2.so.xz" ]; then xz -dc "$prebuilt/liblowbit_sage2.so.xz" > /tmp/ncu-library/liblowbit_sage2.so
-else cp "$prebuilt/liblowbit_sage2.so" /tmp/ncu-library/; fi
-cp "$prebuilt"/libfmt.so* /tmp/ncu-library/ 2>/dev/null
+mkdir -p "$out"
+source scripts/device/prebuilt.sh
+unpack_prebuilt "$prebuilt" /tmp/ncu-library liblowbit_sage2.so || exit 1
 export LD_LIBRARY_PATH=/tmp/ncu-library${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cat > /tmp/ncu-library/one_launch.py <<'PY'
 import importlib.util, sys, torch

@@ -12,11 +12,9 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-build/results/order-effect}")
 prebuilt=${PREBUILT:-build-call}
-mkdir -p "$out" /tmp/order-effect
-if [ -f "$prebuilt/bench_attention.xz" ]; then xz -dc "$prebuilt/bench_attention.xz" > /tmp/order-effect/bench_attention
-else cp "$prebuilt/bench_attention" /tmp/order-effect/bench_attention || exit 1; fi
-chmod +x /tmp/order-effect/bench_attention
-cp "$prebuilt"/libfmt.so* /tmp/order-effect/ 2>/dev/null
+mkdir -p "$out"
+source scripts/device/prebuilt.sh
+unpack_prebuilt "$prebuilt" /tmp/order-effect bench_attention || exit 1
 export LD_LIBRARY_PATH=/tmp/order-effect${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source scripts/device/power_log.sh
 status=0

@@ -30,9 +30,8 @@ timeout 420 ninja -C "$work/build" _core > "$out/build.log" 2>&1 ||
 echo "python_gpu_tests: lowbit._core built in $(( $(date +%s) - started )) s"
 cp -r python/lowbit "$work/package/"
 cp "$(find "$work/build" -name '_core*.so' | head -n 1)" "$work/package/lowbit/"
-if [ -f "$prebuilt/liblowbit_sage2.so.xz" ]; then xz -dc "$prebuilt/liblowbit_sage2.so.xz" > "$work/lib/liblowbit_sage2.so"
-else cp "$prebuilt/liblowbit_sage2.so" "$work/lib/"; fi
-cp "$prebuilt"/libfmt.so* "$work/lib/" 2>/dev/null
+source scripts/device/prebuilt.sh
+unpack_prebuilt "$prebuilt" "$work/lib" liblowbit_sage2.so || exit 1
 # From outside the source tree, so that the package built here is imported, not python/lowbit.
 cd /tmp && LD_LIBRARY_PATH="$work/lib:${LD_LIBRARY_PATH:-}" PYTHONPATH="$work/package:${PYTHONPATH:-}" \
   LOWBIT_SAGE2_LIBRARY="$work/lib/liblowbit_sage2.so" timeout 300 python3 -m pytest -v -rs -p no:cacheprovider \

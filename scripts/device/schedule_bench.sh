@@ -48,18 +48,12 @@ for entry in ${ALT:-}; do
 done
 alt_schedule=${ALT_SCHEDULE:-overlapped}
 mkdir -p "$out"
+source scripts/device/prebuilt.sh
 unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
-  mkdir -p "$2"
-  for name in bench_attention check_sage2_gpu; do
-    if [ -f "$1/$name.xz" ]; then xz -dc "$1/$name.xz" > "$2/$name"
-    elif [ -f "$1/$name" ]; then cp "$1/$name" "$2/$name"
-    else echo "schedule_bench: no $1/$name(.xz)"; exit 1; fi
-    chmod +x "$2/$name"
-  done
+  unpack_prebuilt "$1" "$2" bench_attention check_sage2_gpu || { echo "schedule_bench: the prebuilt binaries are missing"; exit 1; }
 }
 unpack "$prebuilt" /tmp/prebuilt
 for j in "${!alts[@]}"; do unpack "${alts[$j]}" /tmp/prebuilt-alt-$((j + 1)); done
-cp "$prebuilt"/libfmt.so* /tmp/prebuilt/ 2>/dev/null
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
 source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
