@@ -22,10 +22,11 @@
 //     the FP22 accumulator across KV blocks; no step 9);
 //   SmoothV: V was quantized minus its mean over the keys; each output takes the mean back,
 //     add_value_mean after normalize_output, before the output's rounding;
-//   RowSum (row-sum=pv): no step 6; beside each P V k32 step an m64n8 wgmma multiplies P by 8 rows of
-//     E4M3 ones in shared memory (one tile for every stage), and its sum goes into l as R into o
-//     (step 9'), so a thread's l is its rows' whole sum: no butterfly at the end. 62 FADD fewer a
-//     KV block and thread at block_kv = 128, for 4 small wgmmas.
+//   RowSum (row-sum=pv): no step 6; every stage holds 8 rows of E4M3 ones after its V^T tile, so each
+//     P V k32 step is one m64n(d+8)k32 wgmma whose last 8 columns are P's row sums, and their sum
+//     goes into l as R into o (step 9'): a thread's l is its rows' whole sum, no butterfly at the
+//     end. 62 FADD fewer a KV block and thread at block_kv = 128, for 8 columns more of P V (beside
+//     P V, four m64n8k32 wgmmas of their own were slower: docs/attention-kernel-tuning.md).
 // With all three off the kernel's code is the presets' kernel's. In place is not tuned for speed: its
 // loop has about 64 local loads and stores at d = 128 and 20 at d = 64, where ptxas also serializes
 // the wgmmas (C7514): o is the wgmma's accumulator across the whole loop, beside S's (copying o into
@@ -121,16 +122,16 @@ struct AttentionShape {
   static constexpr bool q_tiles_first(bool causal) { return HeadDim == 128 && !causal; }
   static constexpr int stages_at_entry(bool causal) { return q_tiles_first(causal) ? 1 : kStages; }
   static constexpr int kThreads = 128 * kUnitsPerBlock;
-  // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d)
-  // and of the V^T tile (d x block_kv), then the ones, all K-major without swizzle
-  // (kernels/sm90/smem_layout.hpp).
+  // Shared memory: the units' Q tiles (64 x d each), then kStages stages of the K tile (block_kv x d),
+  // then kStages of the V^T tile (d x block_kv), all K-major without swizzle
+  // (kernels/sm90/smem_layout.hpp). Row sums by the tensor cores (steps::RowSum::pv): each V^T
+  // stage has 8 more rows, E4M3 ones written once, which P V's B operand reads as its rows d .. d+7.
   static constexpr int kQBytes = 64 * HeadDim;
   static constexpr int kKBytes = recipe.block_kv * HeadDim;
   static constexpr int kVBytes = HeadDim * recipe.block_kv;
-  // Row sums by the tensor cores (steps::RowSum::pv): 8 rows of E4M3 ones, one per key, after the
-  // stages: the B operand of an m64n8 wgmma beside each P V.
-  static constexpr int kOnesBytes = RowSum == steps::RowSum::pv ? 8 * recipe.block_kv : 0;
-  static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVBytes) + kOnesBytes;
+  static constexpr int kOnesRows = RowSum == steps::RowSum::pv ? 8 : 0;
+  static constexpr int kVStageBytes = kVBytes + kOnesRows * recipe.block_kv;
+  static constexpr int kBytes = kUnitsPerBlock * kQBytes + kStages * (kKBytes + kVStageBytes);
   // sm_90: 228 KiB of shared memory an SM, 1 KiB of it reserved per block; the kernel's static
   // shared memory (the stages' mbarriers and release counts) is under 1 KiB.
   static constexpr int kSmemPerSm = 228 * 1024, kSmemReservedPerBlock = 1024, kStaticBytes = 1024;
@@ -144,7 +145,7 @@ struct AttentionShape {
   // for them, so block i + kStages - 2 must have been asked for already.
   static_assert(!kOverlapped || kStages >= 3, "the overlapped refill runs two blocks behind");
   // The block's ring of K/V stages: stage Ring::stage_of(i) holds KV block i.
-  using Ring = sm90::KvStageRing<kStages, kKBytes, kVBytes>;
+  using Ring = sm90::KvStageRing<kStages, kKBytes, kVStageBytes>;
 };
 
 // Rows x KBytes of row-major global bytes (rows `row_stride` apart) into a K-major tile, by the
@@ -183,6 +184,23 @@ constexpr bool warp_holds_16_rows() {
   return true;
 }
 
+// `a` if First, else `b`: an accumulator chosen at compile time among arrays of other lengths.
+template <bool First, class A, class B>
+__device__ inline auto& first_if(A& a, B& b) {
+  if constexpr (First) return a;
+  else return b;
+}
+
+// The m64n(d+8) accumulator of P V with the row sums: value 2h of its sums is the sum of the row of
+// the thread's value 0, 8 h below (h = 0, 1), as l's row h.
+template <class PvWgmma>
+constexpr bool sums_follow_rows() {
+  for (int t = 0; t < PvWgmma::accumulator.threads(); ++t)
+    for (int h = 0; h < 2; ++h)
+      if (PvWgmma::sums(t, 2 * h).row != PvWgmma::accumulator(t, 0).row + 8 * h) return false;
+  return true;
+}
+
 template <class Out, int HeadDim, bool Causal, steps::Exp2Unit Exp2Unit, bool InPlace, bool SmoothV, Sage2Schedule Schedule,
           steps::RowSum RowSum>
 __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kThreads,
@@ -195,25 +213,27 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
                 "one consumer warpgroup per 64 query rows");
   // Every unit reads the KV blocks in one order, so its block's units can share the ring.
   static_assert(recipe.kv_order == KvOrder::ascending, "the units of a block read the KV blocks in one order");
+  // Row sums by the tensor cores: serial and two-level only (Sage2Problem::validate).
+  constexpr bool kPvRowSum = RowSum == steps::RowSum::pv;
+  static_assert(!kPvRowSum || (Schedule == Sage2Schedule::serial && !InPlace), "row sums by P V: serial, two-level");
   using SWgmma = sm90::WgmmaS8<kBlockKv>;
-  using PvWgmma = sm90::WgmmaE4m3<HeadDim>;
+  using PvWgmma = std::conditional_t<kPvRowSum, sm90::WgmmaE4m3WithSums<HeadDim>, sm90::WgmmaE4m3<HeadDim>>;
   constexpr layout::Fragment kS = SWgmma::accumulator;  // S: rows of a warpgroup x block_kv keys
   constexpr layout::Fragment kO = PvWgmma::accumulator;  // R and O: rows x head_dim channels
   constexpr auto s_values = sm90::value_offsets<kS>();
   constexpr auto o_values = sm90::value_offsets<kO>();
   using STile = sm90::AccumulatorTile<kBlockKv>;  // S's rows, and P's A fragment
-  constexpr int kSValues = SWgmma::kRegisters, kOValues = PvWgmma::kRegisters, kPerRow = STile::kPerRow;
+  constexpr int kSValues = SWgmma::kRegisters, kOValues = kO.value_count, kPerRow = STile::kPerRow;
+  constexpr int kRValues = PvWgmma::kRegisters;  // R, then with the row sums by P V their 4 values
   constexpr int kPGroups = STile::kAGroups;  // k32 steps of P·V
   constexpr KMajorLayout q_layout{HeadDim}, k_layout{HeadDim}, v_layout{kBlockKv};
 
   extern __shared__ __align__(128) std::uint8_t smem[];
   std::uint8_t* k_tiles = smem + kUnits * Shape::kQBytes;
   std::uint8_t* v_tiles = k_tiles + Shape::kStages * Shape::kKBytes;
-  std::uint8_t* ones_tile = v_tiles + Shape::kStages * Shape::kVBytes;
-  // Row sums by the tensor cores: serial and two-level only (Sage2Problem::validate).
-  constexpr bool kPvRowSum = RowSum == steps::RowSum::pv;
-  static_assert(!kPvRowSum || (Schedule == Sage2Schedule::serial && !InPlace), "row sums by P V: serial, two-level");
-  using SumWgmma = sm90::WgmmaE4m3<8>;
+  if constexpr (kPvRowSum)
+    static_assert(v_layout.row_offset(HeadDim) == Shape::kVBytes && sums_follow_rows<PvWgmma>(),
+                  "the ones are B's rows d .. d+7, and their sums l's rows");
 
   // This warpgroup's unit (broadcast from lane 0: the compiler then keeps what derives from it, the
   // wgmma descriptors, in uniform registers); blocks of the longest units first when causal.
@@ -258,7 +278,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
     sm90::mbarrier_expect_bytes(&full[stage], Shape::kKBytes + Shape::kVBytes);
     sm90::bulk_copy_async(k_tiles + stage * Shape::kKBytes, k_codes + k_code_offset(i * kBlockKv, 0, HeadDim, kBlockKv),
                           Shape::kKBytes, &full[stage]);
-    sm90::bulk_copy_async(v_tiles + stage * Shape::kVBytes, v_codes + v_code_offset(0, i * kBlockKv, HeadDim, kBlockKv),
+    sm90::bulk_copy_async(v_tiles + stage * Shape::kVStageBytes, v_codes + v_code_offset(0, i * kBlockKv, HeadDim, kBlockKv),
                           Shape::kVBytes, &full[stage]);
     sm90::mbarrier_arrive(&full[stage]);
   };
@@ -302,8 +322,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
     if (kv_count > 0) load_q_tile<HeadDim>(smem + w * Shape::kQBytes, p, q_head * p.padded_q + q0 + unit_row, thread);
   }
   if constexpr (kPvRowSum) {  // written before the barrier, made visible to wgmma's (async) reads
-    for (int word = threadIdx.x; word < Shape::kOnesBytes / 4; word += Shape::kThreads)
-      reinterpret_cast<std::uint32_t*>(ones_tile)[word] = 0x38383838u;  // 0b00111000 = E4M3 1.0, four times
+    constexpr int kOnesWords = Shape::kOnesRows * kBlockKv / 4;
+    for (int word = threadIdx.x; word < Shape::kStages * kOnesWords; word += Shape::kThreads)
+      reinterpret_cast<std::uint32_t*>(v_tiles + word / kOnesWords * Shape::kVStageBytes + Shape::kVBytes)[word % kOnesWords] =
+          0x38383838u;  // 0b00111000 = E4M3 1.0, four times
     sm90::fence_async_shared();
   }
   if (threadIdx.x == 0) ring.init(kUnits * kReleasesPerUnit);
@@ -337,7 +359,6 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
   const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
   const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
-  const std::uint64_t ones_descriptor = sm90::matrix_descriptor(ones_tile, v_layout);
 
   // The steps of one KV block as functions of their registers, for the overlapped schedule, which runs
   // them in its own order. The serial loop below has them written out: calling these, it compiled to
@@ -346,7 +367,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
   using Scores = std::int32_t[kSValues];     // S of a block: Q K'^T, exact s32
   using Values = float[kSValues];            // a block's scores, then its P
   using Codes = std::uint32_t[kPGroups][4];  // P's E4M3 codes: the A fragment of P V
-  using Outputs = float[kOValues];           // R = P V of a block, or o
+  using Outputs = float[kRValues];           // R = P V of a block, or o
   // S = Q K'^T of block i over head_dim / 32 k32 steps, issued.
   const auto issue_scores = [&](int i, Scores& s_acc) {
     sm90::wgmma_fence();
@@ -414,7 +435,7 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
 #pragma unroll
     for (int g = 0; g < kPGroups; ++g)
       PvWgmma::mma(pv_acc, p_codes[g],
-                   sm90::advance(v_descriptor, Ring::stage_of(i) * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
+                   sm90::advance(v_descriptor, Ring::stage_of(i) * Shape::kVStageBytes + v_layout.slice_offset(g, PvWgmma::kK)),
                    InPlace || g > 0);
     sm90::wgmma_commit();
   };
@@ -491,33 +512,26 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
 
       // Step 8: P V over the block's k32 steps (FP22): two-level, R from +0; in place, onto o rescaled
       // (every k32 step accumulates). Keys within each group of 32 are in the A fragment's order, V^T's
-      // rows in the same order (kernels/sm90/fragment.hpp).
-      float r_acc[kOValues];
-      float(&pv_acc)[kOValues] = InPlace ? o : r_acc;
+      // rows in the same order (kernels/sm90/fragment.hpp). With RowSum::pv the same k32 steps sum P's
+      // rows into R's last 4 values (kOValues + 2 h: row r + 8 h).
+      float r_acc[kRValues];
+      float(&pv_acc)[kRValues] = first_if<InPlace>(o, r_acc);
       if constexpr (InPlace)
 #pragma unroll
         for (int v = 0; v < kOValues; ++v) o[v] = steps::mul_rn(o[v], alpha[o_values[v].row / 8]);
       sm90::wgmma_fence();
 #pragma unroll
       for (int g = 0; g < kPGroups; ++g)
-        PvWgmma::mma(pv_acc, p_codes[g], sm90::advance(v_descriptor, stage * Shape::kVBytes + v_layout.slice_offset(g, PvWgmma::kK)),
+        PvWgmma::mma(pv_acc, p_codes[g],
+                     sm90::advance(v_descriptor, stage * Shape::kVStageBytes + v_layout.slice_offset(g, PvWgmma::kK)),
                      InPlace || g > 0);
-      // Step 8 with RowSum::pv: R_sum = P times the ones, from +0 over the same k32 steps (its 4 values:
-      // R_sum of row r twice, then of row r + 8 twice).
-      float sum_acc[SumWgmma::kRegisters];
-      if constexpr (kPvRowSum)
-#pragma unroll
-        for (int g = 0; g < kPGroups; ++g)
-          SumWgmma::mma(sum_acc, p_codes[g], sm90::advance(ones_descriptor, v_layout.slice_offset(g, PvWgmma::kK)), g > 0);
       sm90::wgmma_commit();
       if (Shape::kRefillAtPv) refill(i - 1);
       sm90::wgmma_wait<0>();
       sm90::fence_registers(pv_acc);
-      if constexpr (kPvRowSum) {  // step 9'
-        sm90::fence_registers(sum_acc);
+      if constexpr (kPvRowSum)  // step 9'
 #pragma unroll
-        for (int h = 0; h < 2; ++h) l[h] = steps::accumulate_output(l[h], alpha[h], sum_acc[2 * h]);
-      }
+        for (int h = 0; h < 2; ++h) l[h] = steps::accumulate_output(l[h], alpha[h], r_acc[kOValues + 2 * h]);
       if constexpr (kBarrierInLoop) sm90::barrier_sync(Shape::kUnitDone + w, 128);
       if (Shape::kReleaseAtBarrier) release(i);
       // Step 9: two-level accumulation.

@@ -3,7 +3,8 @@
 // typed against the fragments of emulation/layout.hpp:
 //   S = Q K^T: wgmma.mma_async.sync.aligned.m64nNk32.s32.s8.s8, A and B from shared memory
 //   R = P V:   wgmma.mma_async.sync.aligned.m64nNk32.f32.e4m3.e4m3, A (P) from registers
-//              (the 8-bit A fragment layout::wgmma_m64k32_a8), B from shared memory
+//              (the 8-bit A fragment layout::wgmma_m64k32_a8), B from shared memory; with the row
+//              sums by P V, m64n(N+8)k32: B's 8 rows after V^T are E4M3 ones
 // The accumulator of both is layout::wgmma_m64_d(N): value_count registers per thread.
 // The arithmetic of each instruction is the MMA registry's model (emulation/mma/, docs/mma-models.md).
 #pragma once
@@ -53,11 +54,15 @@ __device__ inline void fence_registers(T (&d)[R]) {
   LOWBIT_SM90_REGS_32                                                                                               \
   ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, " \
   "%54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define LOWBIT_SM90_REGS_36 LOWBIT_SM90_REGS_32 ", %32, %33, %34, %35"
+#define LOWBIT_SM90_REGS_68 LOWBIT_SM90_REGS_64 ", %64, %65, %66, %67"
 #define LOWBIT_SM90_OPS_4(c, d, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3])
 #define LOWBIT_SM90_OPS_16(c, d, i) \
   LOWBIT_SM90_OPS_4(c, d, i), LOWBIT_SM90_OPS_4(c, d, i + 4), LOWBIT_SM90_OPS_4(c, d, i + 8), LOWBIT_SM90_OPS_4(c, d, i + 12)
 #define LOWBIT_SM90_OPS_32(c, d, i) LOWBIT_SM90_OPS_16(c, d, i), LOWBIT_SM90_OPS_16(c, d, i + 16)
 #define LOWBIT_SM90_OPS_64(c, d, i) LOWBIT_SM90_OPS_32(c, d, i), LOWBIT_SM90_OPS_32(c, d, i + 32)
+#define LOWBIT_SM90_OPS_36(c, d, i) LOWBIT_SM90_OPS_32(c, d, i), LOWBIT_SM90_OPS_4(c, d, i + 32)
+#define LOWBIT_SM90_OPS_68(c, d, i) LOWBIT_SM90_OPS_64(c, d, i), LOWBIT_SM90_OPS_4(c, d, i + 64)
 #define LOWBIT_SM90_S32 "+r"
 #define LOWBIT_SM90_F32 "+f"
 
@@ -82,6 +87,20 @@ struct WgmmaE4m3 {
   static_assert(kARegisters == 4, "the 8-bit A fragment of wgmma k32 is 4 registers");
   __device__ static void mma(float (&d)[kRegisters], const std::uint32_t (&a)[kARegisters], std::uint64_t desc_b,
                              int scale_d);
+};
+
+// R (f32) += A B as WgmmaE4m3<N>, and in the same instruction (m64n(N+8)k32) the 8 columns after R:
+// B's rows N .. N+7 (the row sums by P V: E4M3 ones). Their registers follow R's in the layout of an
+// m64n8 accumulator (layout::wgmma_m64_d is a power-of-two layout, so the whole m64n(N+8) one is
+// written as the two).
+template <int N>
+struct WgmmaE4m3WithSums {
+  static constexpr layout::Fragment accumulator = layout::wgmma_m64_d(N);
+  static constexpr layout::Fragment sums = layout::wgmma_m64_d(8);
+  static constexpr layout::Fragment a_fragment = layout::wgmma_m64k32_a8;
+  static constexpr int kRegisters = accumulator.value_count + sums.value_count;
+  static constexpr int kK = 32;
+  __device__ static void mma(float (&d)[kRegisters], const std::uint32_t (&a)[4], std::uint64_t desc_b, int scale_d);
 };
 
 // D (f32) += A B over one k step of K elements (32 bytes of every row), A and B from shared memory,
@@ -110,12 +129,14 @@ using WgmmaE4m3Shared = WgmmaSharedF32<N, 32>;
                  : LOWBIT_SM90_OPS_##R(LOWBIT_SM90_S32, d, 0)                                                     \
                  : "l"(desc_a), "l"(desc_b), "r"(scale_d));                                                       \
   }
-#define LOWBIT_SM90_WGMMA_E4M3(N, R, A0, A1, A2, A3, DESC_B, SCALE)                                              \
+// STRUCT<N>: WgmmaE4m3 (the instruction's n, INSTRUCTION_N, is N) or WgmmaE4m3WithSums (N + 8).
+#define LOWBIT_SM90_WGMMA_E4M3(STRUCT, N, INSTRUCTION_N, R, A0, A1, A2, A3, DESC_B, SCALE)                        \
   template <>                                                                                                     \
-  __device__ inline void WgmmaE4m3<N>::mma(float (&d)[R], const std::uint32_t (&a)[4], std::uint64_t desc_b,     \
-                                           int scale_d) {                                                         \
+  __device__ inline void STRUCT<N>::mma(float (&d)[R], const std::uint32_t (&a)[4], std::uint64_t desc_b,        \
+                                        int scale_d) {                                                            \
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #SCALE ", 0;\n"                                            \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k32.f32.e4m3.e4m3 {" LOWBIT_SM90_REGS_##R "}, {%" #A0   \
+                 "wgmma.mma_async.sync.aligned.m64n" #INSTRUCTION_N "k32.f32.e4m3.e4m3 {" LOWBIT_SM90_REGS_##R  \
+                 "}, {%" #A0                                                                                      \
                  ", %" #A1 ", %" #A2 ", %" #A3 "}, %" #DESC_B ", p, 1, 1;\n}\n"                                   \
                  : LOWBIT_SM90_OPS_##R(LOWBIT_SM90_F32, d, 0)                                                     \
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));                        \
@@ -135,9 +156,10 @@ using WgmmaE4m3Shared = WgmmaSharedF32<N, 32>;
 
 LOWBIT_SM90_WGMMA_S8(64, 32, 32, 33, 34)
 LOWBIT_SM90_WGMMA_S8(128, 64, 64, 65, 66)
-LOWBIT_SM90_WGMMA_E4M3(8, 4, 4, 5, 6, 7, 8, 9)
-LOWBIT_SM90_WGMMA_E4M3(64, 32, 32, 33, 34, 35, 36, 37)
-LOWBIT_SM90_WGMMA_E4M3(128, 64, 64, 65, 66, 67, 68, 69)
+LOWBIT_SM90_WGMMA_E4M3(WgmmaE4m3, 64, 64, 32, 32, 33, 34, 35, 36, 37)
+LOWBIT_SM90_WGMMA_E4M3(WgmmaE4m3, 128, 128, 64, 64, 65, 66, 67, 68, 69)
+LOWBIT_SM90_WGMMA_E4M3(WgmmaE4m3WithSums, 64, 72, 36, 36, 37, 38, 39, 40, 41)
+LOWBIT_SM90_WGMMA_E4M3(WgmmaE4m3WithSums, 128, 136, 68, 68, 69, 70, 71, 72, 73)
 LOWBIT_SM90_WGMMA_SS_F32(64, 16, 32, "f32.bf16.bf16", 32, 33, 34, ", 1, 1, 0, 0")
 LOWBIT_SM90_WGMMA_SS_F32(128, 16, 64, "f32.bf16.bf16", 64, 65, 66, ", 1, 1, 0, 0")
 LOWBIT_SM90_WGMMA_SS_F32(64, 32, 32, "f32.e4m3.e4m3", 32, 33, 34, ", 1, 1")
