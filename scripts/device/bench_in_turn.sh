@@ -5,8 +5,8 @@
 # $PREBUILT (default build-call/, ignored by git), packed on the Debian 12 VM:
 #   cmake --build build --target lowbit_sage2 test_sage2_c_api test_sage2_c_api_gpu && mkdir -p build-call &&
 #   cp build/kernels/liblowbit_sage2.so build/tests/attention_gpu/test_sage2_c_api{,_gpu} /lib/x86_64-linux-gnu/libfmt.so.9 build-call/ &&
-#   xz -9 build-call/liblowbit_sage2.so build-call/test_sage2_c_api build-call/test_sage2_c_api_gpu &&
-#   git rev-parse --short HEAD > build-call/sha
+#   xz -9 build-call/liblowbit_sage2.so build-call/test_sage2_c_api build-call/test_sage2_c_api_gpu
+# (each binary records the commit it was built from, and the records name it: each ALT build its own)
 # (the tracked tree is about 59 MB of the call's 64 MiB: before the call remove verification/,
 # results/ and experiments/data/qwen2.5-coder-1.5b/, and git checkout them after).
 #   OUT=/tmp/it CALLS=3 scripts/device/bench_in_turn.sh
@@ -46,7 +46,6 @@ for entry in ${ALT:-}; do
   alt_flags+=(--alt-library "$name=/tmp/prebuilt-$name/liblowbit_sage2.so")
 done
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
 source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > "$out/nvidia-smi.csv"
 status=0

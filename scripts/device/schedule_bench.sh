@@ -5,7 +5,8 @@
 # check_sage2_gpu (each may be .xz) and libfmt.so.9, packed on the Debian 12 VM:
 #   cmake --build build --target bench_attention check_sage2_gpu && mkdir -p build-call &&
 #   cp build/experiments/bench_attention build/tests/attention_gpu/check_sage2_gpu /lib/x86_64-linux-gnu/libfmt.so.9 build-call/ &&
-#   xz -9 build-call/bench_attention build-call/check_sage2_gpu && git rev-parse --short HEAD > build-call/sha
+#   xz -9 build-call/bench_attention build-call/check_sage2_gpu
+# (each binary records the commit it was built from, and the records name it: each ALT build its own)
 # The tracked tree is about 59 MB of the call's 64 MiB: before the call remove verification/, results/
 # and experiments/data/qwen2.5-coder-1.5b/ (git checkout them after; not while a build runs here).
 #   OUT=/tmp/sb SCHEDULES=serial,overlapped CALLS=3 FULL=1 scripts/device/schedule_bench.sh;
@@ -55,7 +56,6 @@ unpack() {  # unpack FOLDER INTO: the folder's binaries, uncompressed, into INTO
 unpack "$prebuilt" /tmp/prebuilt
 for j in "${!alts[@]}"; do unpack "${alts[$j]}" /tmp/prebuilt-alt-$((j + 1)); done
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LOWBIT_GIT_SHA=${LOWBIT_GIT_SHA:-$(cat "$prebuilt/sha" 2>/dev/null)}
 source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv > "$out/nvidia-smi.csv"
 status=0
