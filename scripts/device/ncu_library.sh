@@ -6,8 +6,8 @@
 # $OUT/dD-ROWSUM.csv (experiments/bench/ncu_stalls.py reads them; --opcodes 8589934592: B H N^2).
 # From the repository root, carrying $PREBUILT (default build-call/, packed as bench_in_turn.sh says):
 #   OUT=/tmp/ncu scripts/device/ncu_library.sh
-# The commands of results/bench_attention/fa3/in-turn/row-sum/ncu/ (run inline in that device call,
-# written down here after it). Exit 0 when every profile ran; 77 where no GPU is visible.
+# What made results/bench_attention/fa3/in-turn/row-sum/ncu/ and exp2-split/ncu/. Exit 0 when every
+# profile ran; 77 where no GPU is visible.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=$(realpath -m "${OUT:-build/results/ncu-library}")
