@@ -356,24 +356,9 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
   float l[2] = {0.0f, 0.0f};
   // The descriptors of the Q tile and of stage 0's K and V^T tiles; a k32 slice or a stage further
   // is sm90::advance of them.
-// A build-time probe (issue 40), to be removed again: the descriptors hidden from ptxas behind an
-// empty asm, so that the KV loop keeps them instead of rebuilding them every block (1: Q, K and V;
-// 2: Q and K; d = 128 12 and 8 loop instructions fewer, non-causal).
-#if LOWBIT_PROBE_DESC == 1
-  std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
-  std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
-  std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
-  asm volatile("" : "+l"(q_descriptor), "+l"(k_descriptor), "+l"(v_descriptor));
-#elif LOWBIT_PROBE_DESC == 2
-  std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
-  std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
-  const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
-  asm volatile("" : "+l"(q_descriptor), "+l"(k_descriptor));
-#else
   const std::uint64_t q_descriptor = sm90::matrix_descriptor(q_tile, q_layout);
   const std::uint64_t k_descriptor = sm90::matrix_descriptor(k_tiles, k_layout);
   const std::uint64_t v_descriptor = sm90::matrix_descriptor(v_tiles, v_layout);
-#endif
 
   // The steps of one KV block as functions of their registers, for the overlapped schedule, which runs
   // them in its own order. The serial loop below has them written out: calling these, it compiled to
