@@ -2,8 +2,8 @@
 """The tables of a results README against the commands it gives for them.
 
 Every indented command line of README that runs one of the table programs (experiments/bench/
-median_of_calls.py, ncu_stalls.py, launch_clocks.py) is run from the repository root with bash; each
-Markdown table row it prints must appear in README as printed. Fails where README gives no such
+median_of_calls.py, ncu_stalls.py, launch_clocks.py, ncu_loop_regions.py) is run from the
+repository root with bash; each Markdown table row it prints must appear in README as printed. Fails where README gives no such
 command, where one fails, or where a row differs or is missing.
 
   tests/experiments/readme_tables.py results/bench_attention/fa3/README.md
@@ -13,7 +13,8 @@ import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-PROGRAMS = ("experiments/bench/median_of_calls.py", "experiments/bench/ncu_stalls.py", "experiments/bench/launch_clocks.py")
+PROGRAMS = ("experiments/bench/median_of_calls.py", "experiments/bench/ncu_stalls.py", "experiments/bench/launch_clocks.py",
+            "experiments/bench/ncu_loop_regions.py")
 
 
 def main(readme):
