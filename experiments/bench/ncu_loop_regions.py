@@ -9,10 +9,10 @@ WarpStateStats --page source --print-source sass --csv`, gzipped or not), or tha
 and their WARPGROUP.DEPBAR waits into the regions of one KV block: the wait for the stage (and the
 K scale's load), Q K^T's issue, what runs before its wait (at d = 64 the refill, by thread 0 of the
 unit whose turn it is), the wait, the softmax, P V's issue, what runs before its wait (at d = 128
-the refill), the wait, and the rest (step 9, the loop's end). Per region: its instructions, its share of the loop's samples, the share in which the sampled
-warp issued (`selected`), and its largest stall reasons. The source page has no column for some
-samples (the first wgmma of each group has most of them: its `gmma` stall, which the raw page
-counts); they are shown as `unlisted`.
+the refill), the wait, and the rest (step 9, the loop's end). Per region: its instructions, its
+share of the loop's samples, the share in which the sampled warp issued (`selected`), and its
+largest stall reasons. The source page has no column for some samples (the first wgmma of each
+group has most of them: its `gmma` stall, which the raw page counts); they are shown as `unlisted`.
 
   ncu --kernel-name-base demangled --kernel-name regex:sage2_attention_kernel --launch-count 1 \
     --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
@@ -83,8 +83,10 @@ def loop_regions(path, instructions):
     waits = [k for k, op in enumerate(ops) if op.startswith("WARPGROUP.DEPBAR")]
     if not igmma or not qgmma:
         sys.exit(f"ncu_loop_regions: {path}: no IGMMA and QGMMA (not the sage2-8b attention kernel)")
-    qk_wait = next(k for k in waits if k > igmma[-1])
-    pv_wait = next(k for k in waits if k > qgmma[-1])
+    qk_wait = next((k for k in waits if k > igmma[-1]), None)
+    pv_wait = next((k for k in waits if k > qgmma[-1]), None)
+    if qk_wait is None or pv_wait is None:
+        sys.exit(f"ncu_loop_regions: {path}: no WARPGROUP.DEPBAR after the IGMMA and the QGMMA instructions")
     # The loop: a branch after P V's wait whose target (an address in the source page, the
     # instructions' order) is at or before the first IGMMA; the innermost is the first such.
     sources = [i["Source"].split() for i in instructions]
