@@ -14,8 +14,8 @@ share of the loop's samples, the share in which the sampled warp issued (`select
 largest stall reasons. The source page has no column for some samples (the first wgmma of each
 group has most of them: its `gmma` stall, which the raw page counts); they are shown as `unlisted`.
 
-  ncu --kernel-name-base demangled --kernel-name regex:sage2_attention_kernel --launch-count 1 \
-    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+  ncu --kernel-name-base demangled --kernel-name regex:sage2_attention_kernel --launch-count 1 \\
+    --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \\
     python3 one_launch.py 128 lanes > d128-source.csv      # scripts/device/ncu_library.sh's one_launch.py
   experiments/bench/ncu_loop_regions.py d128-source.csv --reduce d128-lanes.csv.gz
   experiments/bench/ncu_loop_regions.py results/bench_attention/fa3/in-turn/sampling/d128-lanes.csv.gz
