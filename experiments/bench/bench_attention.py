@@ -28,7 +28,7 @@ every timed launch the SM clock is measured on the GPU (lowbit.gpu.sm_clock_mhz)
 time and clock go to <out>/launches.json. --row-sum lanes,pv adds the kernels with the row sums by the
 P V wgmma (lowbit_ex2_pv, row-sum=pv). --alt-library NAME=PATH adds another build of the library
 (a kernel variant) to the turns, its kernels named lowbit...@NAME: two builds side by side under the
-same clocks.
+same clocks; on operands quantized once only, unless --alt-end-to-end (lowbit..._e2e@NAME too).
 """
 import argparse
 import importlib.util
@@ -183,7 +183,8 @@ def time_shape_in_turn(gpu, libraries, args, d, causal, n):
             out, lse = attn(q, k, v)
             outputs[name + suffix] = out
             runs[name + suffix] = lambda attn=attn, out=out, lse=lse: attn.attention_quantized(out, lse)
-            runs[name + "_e2e" + suffix] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
+            if not suffix or args.alt_end_to_end:
+                runs[name + "_e2e" + suffix] = lambda attn=attn, out=out, lse=lse: attn(q, k, v, out, lse)
     if have_fa3():
         import fa3_fwd_interface as fa3
 
@@ -233,6 +234,9 @@ def main() -> int:
     parser.add_argument("--library", help="liblowbit_sage2.so: lowbit's kernels timed in this process, in turn with the others")
     parser.add_argument("--alt-library", action="append", default=[], metavar="NAME=PATH",
                         help="with --library: another build of it whose kernels join the turns as lowbit...@NAME (repeatable)")
+    parser.add_argument("--alt-end-to-end", action="store_true",
+                        help="with --alt-library: time its builds end to end too (lowbit..._e2e@NAME), not only their "
+                             "kernels on operands quantized once")
     parser.add_argument("--out", default="build/results/bench_attention")
     parser.add_argument("--tokens", default="1024,2048,4096,8192,16384,32768")
     parser.add_argument("--dims", default="64,128")
@@ -277,6 +281,8 @@ def main() -> int:
     alternatives = dict(entry.partition("=")[::2] for entry in args.alt_library)
     if args.alt_library and not args.library:
         parser.error("--alt-library joins --library's turns")
+    if args.alt_end_to_end and not args.alt_library:
+        parser.error("--alt-end-to-end times the --alt-library builds end to end: name one")
     if len(alternatives) != len(args.alt_library) or not all(name.isidentifier() and path for name, path in alternatives.items()):
         parser.error(f"--alt-library takes NAME=PATH, each NAME a different word: {args.alt_library}")
     args.alternatives = alternatives

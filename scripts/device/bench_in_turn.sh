@@ -23,7 +23,8 @@
 # ALT (optional) names other builds of the library, space-separated NAME=FOLDER (each FOLDER packed
 # like $PREBUILT, with its liblowbit_sage2.so(.xz)): their kernels join the turns as lowbit...@NAME
 # (bench_attention.py --alt-library), a kernel variant timed beside the tree's under the same clocks;
-# experiments/bench/launch_clocks.py --kernels lowbit_ex2@NAME,lowbit_ex2 compares their cycles.
+# experiments/bench/launch_clocks.py --kernels lowbit_ex2@NAME,lowbit_ex2 compares their cycles. Only
+# their kernels on operands quantized once are timed, unless ALT_END_TO_END=1 (lowbit..._e2e@NAME too).
 # Exit 0 when every step passed; 77 where no GPU is visible.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,6 +46,7 @@ for entry in ${ALT:-}; do
   unpack_prebuilt "$folder" "/tmp/prebuilt-$name" liblowbit_sage2.so || { echo "bench_in_turn: for ALT $name"; exit 1; }
   alt_flags+=(--alt-library "$name=/tmp/prebuilt-$name/liblowbit_sage2.so")
 done
+[ -n "${ALT:-}" ] && [ "${ALT_END_TO_END:-0}" = 1 ] && alt_flags+=(--alt-end-to-end)
 export LD_LIBRARY_PATH=/tmp/prebuilt${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 source scripts/device/deps.sh  # the fa3-fwd wheel from .whl/
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv > "$out/nvidia-smi.csv"

@@ -182,6 +182,7 @@ def main():
                    "--alt-library without a path": (("--library", "lib.so", "--alt-library", "x"), False),
                    "--alt-library twice by one name": (("--library", "lib.so", "--alt-library", "x=a.so", "--alt-library",
                                                         "x=b.so"), False),
+                   "--alt-end-to-end without --alt-library": (("--library", "lib.so", "--alt-end-to-end"), False),
                    "neither --binary nor --library": ((), False)}
         for name, (flags, binary) in refused.items():
             status, *_ = run(folder, *flags, binary=binary)
