@@ -9,6 +9,7 @@ model (perplexity, with the fp32 variant's as a dashed line; argmax agreement wi
 KL(p_fp32 || p_variant), nats, on a log axis), one horizontal bar per variant and text. The footer carries the
 run's provenance and command. Exit status 77 where matplotlib is missing (plot_run.py's helpers).
 """
+import math
 import os
 import sys
 
@@ -49,7 +50,8 @@ def main():
                 ax.barh(ys, xs, height=width, color=COLORS[t % len(COLORS)], alpha=0.7, label=f"text: {text}")
                 if metric == "perplexity":  # differences of 0.1% do not show as lengths
                     for x, y in zip(xs, ys):
-                        ax.text(x, y, f" {x:.2f}", va="center", fontsize=5.5)
+                        if math.isfinite(x):  # a variant this model was not run with has no bar
+                            ax.text(x, y, f" {x:.2f}", va="center", fontsize=5.5)
                 if metric == "perplexity" and (model, text, REFERENCE, metric) in value:
                     ax.axvline(value[(model, text, REFERENCE, metric)], color=COLORS[t % len(COLORS)], ls="--", lw=0.8)
             if metric == "kl":
