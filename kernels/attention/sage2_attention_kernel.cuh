@@ -447,22 +447,10 @@ __global__ void __launch_bounds__(AttentionShape<HeadDim, Schedule, RowSum>::kTh
   };
 
   if constexpr (!kOverlapped) {
-#ifndef LOWBIT_PROBE_KSCALE_AHEAD
-#define LOWBIT_PROBE_KSCALE_AHEAD 0
-#endif
-    // Probe: the K scale of block i + 1 read during block i (not where the causal d = 128 kernel spilled).
-    constexpr bool kScaleAhead = LOWBIT_PROBE_KSCALE_AHEAD && !(Causal && HeadDim == 128);
-    float next_k_scale = kScaleAhead ? k_scales[0] : 0.0f;
     for (int i = 0; i < kv_count; ++i) {
       const int stage = Ring::stage_of(i), kv0 = i * kBlockKv;
       // The block's K scale is read before the waits (which the compiler cannot move a load across).
-      float k_scale;
-      if constexpr (kScaleAhead) {
-        k_scale = next_k_scale;
-        next_k_scale = k_scales[(long long)min(i + 1, kv_count - 1) * p.k_groups];
-      } else {
-        k_scale = k_scales[(long long)i * p.k_groups];
-      }
+      const float k_scale = k_scales[(long long)i * p.k_groups];
       ring.wait_full(i);
 
       // S = Q K'^T over head_dim / 32 k32 steps (exact s32).
